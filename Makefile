@@ -1,0 +1,71 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# SPIN for modern Linux: the front door.  'make help' lists the targets.
+# Every target does its own set-up on first use (packages, kernel source,
+# build), so on a fresh Debian 12 machine 'make demo' and 'make test' are
+# all there is to type.
+
+SHELL := /bin/bash
+S := scripts
+
+.PHONY: help deps tree export config kernel selftests initramfs image \
+	demo test shell checkpatch clean distclean
+
+help:
+	@echo 'SPIN: P2P DMA from NVMe into device memory on plain pread.'
+	@echo
+	@echo '  make demo        boot the patched kernel in the QEMU rig and read'
+	@echo '                   a file into device memory, saying where bytes came from'
+	@echo '  make test        boot the rig and run the kselftest suite'
+	@echo
+	@echo '  make shell       boot the rig to a shell on the console'
+	@echo '  make tree        build/linux = Debian linux-source-6.12 + patches/'
+	@echo '  make export      patches/ = build/linux commits since spin-base'
+	@echo '  make kernel      configure (configs/spin.config) and build bzImage'
+	@echo '  make checkpatch  checkpatch.pl --strict on every patch'
+	@echo '  make clean       remove build products but keep build/linux'
+	@echo '  make distclean   remove build/ entirely'
+	@echo
+	@echo 'Each script in scripts/ explains itself with --help.'
+
+deps:
+	@$(S)/deps.sh
+
+tree: deps
+	@$(S)/tree.sh
+
+export:
+	@$(S)/export.sh
+
+config: tree
+	@$(S)/config.sh
+
+kernel: config
+	@$(S)/build.sh
+
+selftests: tree
+	@$(S)/selftests.sh
+
+initramfs: selftests
+	@$(S)/initramfs.sh
+
+image: kernel initramfs
+
+demo: image
+	@$(S)/rig.sh --mode demo --timeout 600
+
+test: image
+	@$(S)/run-tests.sh
+
+shell: image
+	@$(S)/rig.sh --mode shell
+
+checkpatch: tree
+	@$(S)/checkpatch.sh
+
+clean:
+	rm -rf build/obj build/kselftest build/kselftest-obj build/initramfs \
+		build/initramfs.cpio build/run
+
+distclean:
+	rm -rf build

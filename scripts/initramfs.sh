@@ -1,0 +1,61 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Build the guest's initramfs: busybox, the real tools the tests drive,
+# the installed kselftests and the demo, with the shared libraries they
+# need copied from the host.
+set -euo pipefail
+
+usage() {
+	cat <<USAGE
+Usage: $0 [--help]
+
+Writes build/initramfs.cpio from:
+  - busybox-static (the shell and the small utilities);
+  - mdadm, dmsetup, mkfs.xfs, xfs_io, mkfs.ext4, fio and coreutils'
+    timeout (run_kselftest.sh wants /usr/bin/timeout), each with the
+    shared libraries ldd lists for it;
+  - build/kselftest (scripts/selftests.sh) as /kselftest;
+  - tools/spin/spin-demo, compiled here;
+  - scripts/guest-init as /init.
+Nothing else from the host goes in.
+USAGE
+}
+case "${1:-}" in -h|--help) usage; exit 0 ;; "") ;; *) usage >&2; exit 2 ;; esac
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+root=$top/build/initramfs
+out=$top/build/initramfs.cpio
+tools=(mdadm dmsetup mkfs.xfs xfs_io mkfs.ext4 fio timeout)
+
+[ -x "$top/build/kselftest/run_kselftest.sh" ] ||
+	{ echo "initramfs: build/kselftest missing; run scripts/selftests.sh" >&2; exit 1; }
+
+rm -rf "$root"
+mkdir -p "$root"/{bin,dev,proc,sys,tmp,mnt,run,etc,root,usr/bin,usr/sbin}
+install -m 0755 /bin/busybox "$root/bin/busybox"
+install -m 0755 "$top/scripts/guest-init" "$root/init"
+cp /etc/mke2fs.conf "$root/etc/"
+
+# The shared libraries (and the dynamic loader) a binary needs.
+copy_libs() {
+	local lib
+	for lib in $(ldd "$1" | grep -o '/[^ ]*'); do
+		[ -e "$root$lib" ] || cp -L --parents "$lib" "$root"
+	done
+}
+for t in "${tools[@]}"; do
+	bin=$(PATH=/usr/sbin:/usr/bin:/sbin:/bin command -v "$t")
+	cp -L --parents "$bin" "$root"
+	copy_libs "$bin"
+done
+
+gcc -O2 -Wall -Werror -o "$root/usr/bin/spin-demo" "$top/tools/spin/spin-demo.c"
+cp -a "$top/build/kselftest" "$root/kselftest"
+for f in "$root/usr/bin/spin-demo" "$root"/kselftest/spin/*_test; do
+	copy_libs "$f"
+done
+
+(cd "$root" && find . -print0 | LC_ALL=C sort -z |
+	cpio --null -o -H newc --quiet -R 0:0) >"$out"
+echo "initramfs: build/initramfs.cpio ($(du -h "$out" | cut -f1))"

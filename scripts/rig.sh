@@ -1,0 +1,133 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Boot the patched kernel in the QEMU P2P rig.
+set -euo pipefail
+
+usage() {
+	cat <<USAGE
+Usage: $0 [--help] [--mode test|demo|shell] [--timeout SECS] [--kvm]
+          [--ksft 'run_kselftest.sh args'] [--append 'kernel args']
+          [--throttle BYTES_PER_SEC] [--quiet]
+
+Boots build/obj/arch/x86/boot/bzImage with build/initramfs.cpio on a
+q35 machine under TCG (-cpu max; --kvm probes /dev/kvm and uses it if a
+guest starts there, which on these nested machines it usually does not).
+
+Topology (the q35 host bridge is not on the P2PDMA whitelist, so P2P
+pairs sit under one PCIe switch):
+
+  pcie.0 - ioh3420 root port rp0
+             \`- x3130-upstream
+                  |- xio3130-downstream - ivshmem-plain (256 MiB)  "near"
+                  |- xio3130-downstream - nvme serial SPINRIG0 (1 GiB)
+                  |- xio3130-downstream - nvme serial SPINRIG1 (1 GiB)
+                  \`- xio3130-downstream - nvme serial SPINRIG2 (1 GiB)
+  pcie.0 - ioh3420 root port rp1
+             \`- ivshmem-plain (64 MiB)  "far": not reachable from the drives
+
+Disk images and shared-memory files are new sparse files for every run
+(build/run/<mode>/ and /dev/shm), removed afterwards.  The console goes
+to build/run/<mode>/console.log and the terminal, the second serial
+port (the guest's TAP output) to build/run/<mode>/tap.log.
+
+  --mode      what the guest does (scripts/guest-init): default shell
+  --timeout   kill QEMU after SECS (exit 124); default 0 = never
+  --ksft      arguments for run_kselftest.sh in test mode
+  --append    more kernel command line
+  --throttle  limit each drive's reads to BYTES_PER_SEC (a QEMU
+              throttle group), to give the rig a real SSD's ratio of
+              drive to CPU-copy speed
+  --quiet     do not copy the console to the terminal
+USAGE
+}
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+mode=shell timeout=0 kvm=0 ksft="" append="" throttle=0 quiet=0
+while [ $# -gt 0 ]; do
+	case "$1" in
+	-h|--help) usage; exit 0 ;;
+	--mode) mode=$2; shift ;;
+	--timeout) timeout=$2; shift ;;
+	--kvm) kvm=1 ;;
+	--quiet) quiet=1 ;;
+	--ksft) ksft=$2; shift ;;
+	--append) append=$2; shift ;;
+	--throttle) throttle=$2; shift ;;
+	*) usage >&2; exit 2 ;;
+	esac
+	shift
+done
+case "$mode" in test|demo|shell) ;; *) echo "rig: bad mode '$mode'" >&2; exit 2 ;; esac
+
+kernel=$top/build/obj/arch/x86/boot/bzImage
+initrd=$top/build/initramfs.cpio
+for f in "$kernel" "$initrd"; do
+	[ -f "$f" ] || { echo "rig: $f missing (make kernel initramfs)" >&2; exit 1; }
+done
+
+run=$top/build/run/$mode
+rm -rf "$run"
+mkdir -p "$run"
+shm=/dev/shm/spin-rig-$$
+cleanup() { rm -f "$shm"-near "$shm"-far "$run"/*.img; }
+trap cleanup EXIT
+truncate -s 256M "$shm"-near
+truncate -s 64M "$shm"-far
+
+accel=(-machine q35,accel=tcg -cpu max)
+if [ $kvm = 1 ]; then
+	if [ -w /dev/kvm ] && timeout 20 qemu-system-x86_64 -machine q35,accel=kvm \
+		-cpu host -display none -no-reboot -kernel /nonexistent 2>&1 |
+		grep -q 'could not load kernel'; then
+		accel=(-machine q35,accel=kvm -cpu host)
+	else
+		echo "rig: KVM does not work here; using TCG" >&2
+	fi
+fi
+
+drive_opts=""
+[ "$throttle" != 0 ] && drive_opts=",throttling.bps-read=$throttle,throttling.iops-read=100000"
+
+args=(
+	"${accel[@]}" -smp 2 -m 2G -nodefaults -display none -no-reboot
+	-kernel "$kernel" -initrd "$initrd"
+	-serial mon:stdio -serial "file:$run/tap.log"
+	-object "memory-backend-file,id=near,mem-path=$shm-near,size=256M,share=on"
+	-object "memory-backend-file,id=far,mem-path=$shm-far,size=64M,share=on"
+	-device ioh3420,id=rp0,bus=pcie.0,chassis=1,slot=1,addr=0x1c
+	-device x3130-upstream,id=up0,bus=rp0
+	-device xio3130-downstream,id=dp0,bus=up0,chassis=2,slot=0
+	-device ivshmem-plain,memdev=near,bus=dp0
+	-device ioh3420,id=rp1,bus=pcie.0,chassis=9,slot=2,addr=0x1d
+	-device ivshmem-plain,memdev=far,bus=rp1
+)
+for i in 0 1 2; do
+	truncate -s 1G "$run/nvme$i.img"
+	args+=(
+		-device "xio3130-downstream,id=dp$((i + 1)),bus=up0,chassis=$((i + 3)),slot=$((i + 1))"
+		-drive "file=$run/nvme$i.img,if=none,id=d$i,format=raw,cache=unsafe$drive_opts"
+		-device "nvme,drive=d$i,serial=SPINRIG$i,bus=dp$((i + 1))"
+	)
+done
+
+cmdline="console=ttyS0 panic=-1 oops=panic spin_mode=$mode"
+[ "$mode" = demo ] && cmdline+=" quiet"
+[ -n "$ksft" ] && cmdline+=" spin_ksft=\"$ksft\""
+[ -n "$append" ] && cmdline+=" $append"
+
+echo "rig: qemu ${args[*]} -append '$cmdline'" >"$run/qemu-cmdline"
+to=()
+[ "$timeout" != 0 ] && to=(timeout --foreground -k 10 "$timeout")
+if [ "$mode" = shell ]; then
+	"${to[@]}" qemu-system-x86_64 "${args[@]}" -append "$cmdline"
+	exit
+fi
+out=/dev/stdout
+[ $quiet = 1 ] && out=/dev/null
+set +e
+"${to[@]}" qemu-system-x86_64 "${args[@]}" -append "$cmdline" </dev/null 2>&1 |
+	tee "$run/console.log" >"$out"
+rc=${PIPESTATUS[0]}
+set -e
+exit "$rc"

@@ -1,0 +1,258 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * O_DIRECT reads from NVMe into device memory: the peer-to-peer path
+ * that upstream already has, on XFS, on ext4 and on the raw block
+ * device, plus what happens with a provider the drive cannot reach.
+ * Every read is checked byte for byte against a reference read of the
+ * same range into ordinary RAM.
+ */
+#include "spin_util.h"
+#include "../kselftest_harness.h"
+
+#define FILE_SIZE	(16 * MiB + 3 * 4 * KiB + 100)	/* odd on purpose */
+#define MAP_LEN		(16 * MiB)
+#define MNT		"/mnt/spin-odirect"
+
+FIXTURE(odirect) {
+	char ns[NAME_MAX + 1];
+	char nvme_dev[SYSFS_LEN];
+	char path[PATH_MAX];
+	int fd;		/* O_DIRECT */
+	int ref_fd;	/* buffered, for the reference reads */
+	size_t size;
+	uint64_t seed;
+	bool mounted;
+};
+
+FIXTURE_VARIANT(odirect) {
+	const char *fs;	/* NULL: the raw block device */
+	int nvme;	/* which rig drive */
+};
+
+FIXTURE_VARIANT_ADD(odirect, raw) { .fs = NULL, .nvme = 0 };
+FIXTURE_VARIANT_ADD(odirect, xfs) { .fs = "xfs", .nvme = 1 };
+FIXTURE_VARIANT_ADD(odirect, ext4) { .fs = "ext4", .nvme = 2 };
+
+FIXTURE_SETUP(odirect)
+{
+	int wfd;
+
+	self->fd = self->ref_fd = -1;
+	if (nvme_rig_ns(variant->nvme, self->ns, sizeof(self->ns)))
+		SKIP(return, "rig NVMe drive %d not found", variant->nvme);
+	ASSERT_EQ(0, nvme_pci_dev(self->ns, self->nvme_dev,
+				  sizeof(self->nvme_dev)));
+	self->seed = getpid() ^ (uint64_t)variant->nvme << 32;
+	self->size = FILE_SIZE;
+
+	if (variant->fs) {
+		ASSERT_EQ(0, mkfs_mount(variant->fs, self->ns, MNT));
+		self->mounted = true;
+		snprintf(self->path, sizeof(self->path), MNT "/data");
+		wfd = open(self->path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	} else {
+		snprintf(self->path, sizeof(self->path), "/dev/%s", self->ns);
+		wfd = open(self->path, O_RDWR);
+	}
+	ASSERT_LE(0, wfd);
+	ASSERT_EQ(0, write_pattern(wfd, self->size, self->seed));
+	close(wfd);
+	ASSERT_EQ(0, drop_caches());
+
+	self->fd = open(self->path, O_RDONLY | O_DIRECT);
+	ASSERT_LE(0, self->fd);
+	self->ref_fd = open(self->path, O_RDONLY);
+	ASSERT_LE(0, self->ref_fd);
+	TH_LOG("%s on %s (%s)", self->path, self->ns, self->nvme_dev);
+}
+
+FIXTURE_TEARDOWN(odirect)
+{
+	if (self->fd >= 0)
+		close(self->fd);
+	if (self->ref_fd >= 0)
+		close(self->ref_fd);
+	if (self->mounted)
+		umount(MNT);
+}
+
+/*
+ * The reference: the same range read into ordinary RAM, which must in
+ * turn be what was written.  Returns the number of bytes read.
+ */
+static ssize_t ref_read(struct __test_metadata *_metadata,
+			FIXTURE_DATA(odirect) *self, void *buf, size_t len,
+			off_t off)
+{
+	ssize_t n = pread(self->ref_fd, buf, len, off);
+	void *want = malloc(len);
+
+	EXPECT_LE(0, n);
+	if (want && n > 0) {
+		pattern_fill(want, n, off, self->seed);
+		EXPECT_EQ(-1, first_diff(buf, want, n));
+	}
+	free(want);
+	return n;
+}
+
+static const struct {
+	size_t len;
+	off_t file_off;
+	size_t buf_off;
+} cases[] = {
+	{ 4 * KiB, 0, 0 },
+	{ 64 * KiB, 4 * KiB, 0 },
+	{ 128 * KiB, 1 * MiB, 4 * KiB },
+	{ 1 * MiB, 12 * KiB, 0 },
+	{ 4 * MiB, 2 * MiB, 64 * KiB },
+	{ 8 * MiB, 0, 0 },	/* larger than one request: split */
+	{ 512, 7 * 512, 512 },	/* one logical block */
+};
+
+TEST_F_TIMEOUT(odirect, p2p_read, 180)
+{
+	unsigned char *dev, *ref;
+	char provider[SYSFS_LEN];
+	unsigned int i;
+
+	if (p2pmem_find(self->nvme_dev, true, provider, sizeof(provider)))
+		SKIP(return, "no provider reachable from %s", self->ns);
+	dev = p2pmem_map(provider, MAP_LEN);
+	ASSERT_NE(NULL, dev);
+	ref = malloc(MAP_LEN);
+	ASSERT_NE(NULL, ref);
+
+	for (i = 0; i < ARRAY_SIZE(cases); i++) {
+		size_t len = cases[i].len;
+		off_t off = cases[i].file_off;
+		unsigned char *buf = dev + cases[i].buf_off;
+		ssize_t n, want;
+
+		want = ref_read(_metadata, self, ref, len, off);
+		memset(buf, 0xa5, len);
+		n = pread(self->fd, buf, len, off);
+		TH_LOG("case %u: %zu bytes at %lld into +%zu: %zd", i, len,
+		       (long long)off, cases[i].buf_off, n);
+		ASSERT_EQ(want, n);
+		ASSERT_EQ(-1, first_diff(buf, ref, n));
+	}
+	munmap(dev, MAP_LEN);
+	free(ref);
+}
+
+/* A read across EOF is short, and the bytes up to EOF are right. */
+TEST_F_TIMEOUT(odirect, p2p_read_eof, 180)
+{
+	char provider[SYSFS_LEN];
+	unsigned char *dev, *ref;
+	size_t len = 1 * MiB;
+	off_t off;
+	ssize_t n;
+
+	if (!variant->fs)
+		SKIP(return, "a block device has no EOF inside the drive");
+	if (p2pmem_find(self->nvme_dev, true, provider, sizeof(provider)))
+		SKIP(return, "no provider reachable from %s", self->ns);
+	dev = p2pmem_map(provider, len);
+	ASSERT_NE(NULL, dev);
+	ref = malloc(len);
+	ASSERT_NE(NULL, ref);
+
+	off = (self->size & ~(4 * KiB - 1)) - 256 * KiB;
+	ASSERT_EQ((ssize_t)(self->size - off), ref_read(_metadata, self, ref, len, off));
+	memset(dev, 0xa5, len);
+	n = pread(self->fd, dev, len, off);
+	ASSERT_EQ((ssize_t)(self->size - off), n);
+	ASSERT_EQ(-1, first_diff(dev, ref, n));
+	/* Past EOF nothing was written to device memory. */
+	ASSERT_EQ(0xa5, dev[n]);
+	munmap(dev, len);
+	free(ref);
+}
+
+/* Buffered pread into device memory: today a CPU copy, and correct. */
+TEST_F_TIMEOUT(odirect, buffered_read, 180)
+{
+	char provider[SYSFS_LEN];
+	unsigned char *dev, *ref;
+	size_t len = 4 * MiB + 777;
+	off_t off = 1234567;
+	ssize_t n;
+
+	if (p2pmem_find(self->nvme_dev, true, provider, sizeof(provider)))
+		SKIP(return, "no provider reachable from %s", self->ns);
+	dev = p2pmem_map(provider, MAP_LEN);
+	ASSERT_NE(NULL, dev);
+	ref = malloc(len);
+	ASSERT_NE(NULL, ref);
+
+	ASSERT_EQ((ssize_t)len, ref_read(_metadata, self, ref, len, off));
+	ASSERT_EQ(0, drop_caches());
+	memset(dev + 3, 0xa5, len);
+	n = pread(self->ref_fd, dev + 3, len, off);
+	ASSERT_EQ((ssize_t)len, n);
+	ASSERT_EQ(-1, first_diff(dev + 3, ref, len));
+	munmap(dev, MAP_LEN);
+	free(ref);
+}
+
+/*
+ * A provider the drive cannot reach: O_DIRECT fails with EREMOTEIO (or,
+ * once something routes around it, returns the right bytes), and never
+ * returns wrong data.
+ */
+TEST_F_TIMEOUT(odirect, unreachable_odirect, 180)
+{
+	char provider[SYSFS_LEN];
+	unsigned char *dev, *ref;
+	size_t len = 1 * MiB;
+	ssize_t n;
+
+	if (p2pmem_find(self->nvme_dev, false, provider, sizeof(provider)))
+		SKIP(return, "no provider that %s cannot reach", self->ns);
+	TH_LOG("unreachable provider %s", provider);
+	dev = p2pmem_map(provider, len);
+	ASSERT_NE(NULL, dev);
+	ref = malloc(len);
+	ASSERT_NE(NULL, ref);
+
+	ASSERT_EQ((ssize_t)len, ref_read(_metadata, self, ref, len, 0));
+	memset(dev, 0xa5, len);
+	n = pread(self->fd, dev, len, 0);
+	if (n < 0) {
+		ASSERT_EQ(EREMOTEIO, errno);
+	} else {
+		ASSERT_EQ((ssize_t)len, n);
+		ASSERT_EQ(-1, first_diff(dev, ref, len));
+	}
+	munmap(dev, len);
+	free(ref);
+}
+
+/* A buffered pread into an unreachable provider returns the right bytes. */
+TEST_F_TIMEOUT(odirect, unreachable_buffered, 180)
+{
+	char provider[SYSFS_LEN];
+	unsigned char *dev, *ref;
+	size_t len = 2 * MiB + 5;
+	ssize_t n;
+
+	if (p2pmem_find(self->nvme_dev, false, provider, sizeof(provider)))
+		SKIP(return, "no provider that %s cannot reach", self->ns);
+	dev = p2pmem_map(provider, MAP_LEN);
+	ASSERT_NE(NULL, dev);
+	ref = malloc(len);
+	ASSERT_NE(NULL, ref);
+
+	ASSERT_EQ((ssize_t)len, ref_read(_metadata, self, ref, len, 4096));
+	ASSERT_EQ(0, drop_caches());
+	memset(dev, 0xa5, len);
+	n = pread(self->ref_fd, dev, len, 4096);
+	ASSERT_EQ((ssize_t)len, n);
+	ASSERT_EQ(-1, first_diff(dev, ref, len));
+	munmap(dev, MAP_LEN);
+	free(ref);
+}
+
+TEST_HARNESS_MAIN

@@ -1,0 +1,302 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Helpers shared by the SPIN selftests: finding P2PDMA providers and the
+ * rig's NVMe drives, mapping device memory, making file systems and
+ * checking bytes against a reference read into ordinary RAM.
+ *
+ * The tests write to whole NVMe drives.  They only touch drives whose
+ * serial number starts with SPIN_RIG_SERIAL (the QEMU rig sets it), or
+ * the drives named in $SPIN_TEST_NVME, so they never destroy a disk of
+ * a machine they were not meant for.
+ */
+#ifndef SPIN_UTIL_H
+#define SPIN_UTIL_H
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#define SPIN_RIG_SERIAL	"SPINRIG"
+#define PCI_DEVICES	"/sys/bus/pci/devices"
+#define KiB		1024UL
+#define MiB		(1024UL * KiB)
+#define SYSFS_LEN	512	/* a device directory in sysfs */
+
+static inline int sysfs_read(const char *path, char *buf, size_t len)
+{
+	ssize_t n;
+	int fd;
+
+	fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, len - 1);
+	close(fd);
+	if (n < 0)
+		return -errno;
+	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
+		n--;
+	buf[n] = '\0';
+	return 0;
+}
+
+static inline long long sysfs_read_ll(const char *path)
+{
+	char buf[64];
+
+	if (sysfs_read(path, buf, sizeof(buf)))
+		return -1;
+	return strtoll(buf, NULL, 0);
+}
+
+static inline int sysfs_write(const char *path, const char *val)
+{
+	ssize_t n;
+	int fd;
+
+	fd = open(path, O_WRONLY);
+	if (fd < 0)
+		return -errno;
+	n = write(fd, val, strlen(val));
+	close(fd);
+	return n < 0 ? -errno : 0;
+}
+
+/*
+ * Two PCI functions can do P2P DMA without help from the host bridge
+ * when they sit below a common PCI bridge (a switch): their sysfs paths
+ * then share a component after the host bridge ("pci0000:00").  This is
+ * the case pci_p2pdma_distance() accepts without a whitelist; on a
+ * whitelisted host bridge it is conservative.
+ */
+static inline bool pci_share_switch(const char *dev_a, const char *dev_b)
+{
+	char a[PATH_MAX], b[PATH_MAX];
+	char *sa, *sb, *ta, *tb;
+	int common = 0;
+
+	if (!realpath(dev_a, a) || !realpath(dev_b, b))
+		return false;
+	/* /sys/devices/pci0000:00/<root port>/<switch up>/... */
+	ta = strtok_r(a, "/", &sa);
+	tb = strtok_r(b, "/", &sb);
+	while (ta && tb && !strcmp(ta, tb)) {
+		common++;
+		ta = strtok_r(NULL, "/", &sa);
+		tb = strtok_r(NULL, "/", &sb);
+	}
+	/*
+	 * "sys", "devices", "pci0000:00", and the root port: below that, a
+	 * common component is a switch port both devices hang off.
+	 */
+	return common >= 5;
+}
+
+/* The PCI device of an NVMe namespace, e.g. "nvme0n1". */
+static inline int nvme_pci_dev(const char *ns, char *out, size_t len)
+{
+	snprintf(out, len, "/sys/block/%s/device/device", ns);
+	return access(out, F_OK) ? -ENOENT : 0;
+}
+
+static inline bool nvme_is_rig(const char *ns)
+{
+	char path[PATH_MAX], serial[128], *env;
+
+	env = getenv("SPIN_TEST_NVME");
+	if (env) {
+		char list[1024], *tok, *save;
+
+		snprintf(list, sizeof(list), "%s", env);
+		for (tok = strtok_r(list, " ,", &save); tok;
+		     tok = strtok_r(NULL, " ,", &save))
+			if (!strcmp(tok, ns))
+				return true;
+		return false;
+	}
+	snprintf(path, sizeof(path), "/sys/block/%s/device/serial", ns);
+	if (sysfs_read(path, serial, sizeof(serial)))
+		return false;
+	return !strncmp(serial, SPIN_RIG_SERIAL, strlen(SPIN_RIG_SERIAL));
+}
+
+/*
+ * The idx'th (from 0, by name) rig NVMe namespace.  Returns 0 and the
+ * name in @ns, or -ENOENT.
+ */
+static inline int nvme_rig_ns(int idx, char *ns, size_t len)
+{
+	struct dirent **names;
+	int n, i, found = -ENOENT, seen = 0;
+
+	n = scandir("/sys/block", &names, NULL, alphasort);
+	for (i = 0; i < n; i++) {
+		const char *d = names[i]->d_name;
+
+		if (found && !strncmp(d, "nvme", 4) && strchr(d + 4, 'n') &&
+		    nvme_is_rig(d) && seen++ == idx) {
+			snprintf(ns, len, "%s", d);
+			found = 0;
+		}
+		free(names[i]);
+	}
+	free(n > 0 ? names : NULL);
+	return found;
+}
+
+/*
+ * A published P2PDMA provider that can (@reachable) or cannot reach the
+ * PCI device @client.  Returns 0 and the provider's sysfs directory.
+ */
+static inline int p2pmem_find(const char *client, bool reachable,
+			      char *out, size_t len)
+{
+	struct dirent **names;
+	int n, i, found = -ENOENT;
+	char path[PATH_MAX];
+
+	n = scandir(PCI_DEVICES, &names, NULL, alphasort);
+	for (i = 0; i < n; i++) {
+		snprintf(path, sizeof(path), PCI_DEVICES "/%s/p2pmem/published",
+			 names[i]->d_name);
+		if (found && sysfs_read_ll(path) == 1) {
+			snprintf(path, sizeof(path), PCI_DEVICES "/%s",
+				 names[i]->d_name);
+			if (!client || pci_share_switch(path, client) == reachable) {
+				snprintf(out, len, PCI_DEVICES "/%s",
+					 names[i]->d_name);
+				found = 0;
+			}
+		}
+		free(names[i]);
+	}
+	free(n > 0 ? names : NULL);
+	return found;
+}
+
+/* Map @len bytes of a provider's device memory; NULL with errno set. */
+static inline void *p2pmem_map(const char *provider, size_t len)
+{
+	char path[PATH_MAX];
+	void *p;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/p2pmem/allocate", provider);
+	fd = open(path, O_RDWR);
+	if (fd < 0)
+		return NULL;
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static inline long long p2pmem_available(const char *provider)
+{
+	char path[PATH_MAX];
+
+	snprintf(path, sizeof(path), "%s/p2pmem/available", provider);
+	return sysfs_read_ll(path);
+}
+
+/* Deterministic file contents: a function of the seed and the offset. */
+static inline void pattern_fill(void *buf, size_t len, uint64_t off,
+				uint64_t seed)
+{
+	unsigned char *p = buf;
+	size_t i;
+
+	for (i = 0; i < len; i++) {
+		uint64_t x = (off + i) / 8 * 0x9e3779b97f4a7c15ULL ^ seed;
+
+		x ^= x >> 29;
+		x *= 0xbf58476d1ce4e5b9ULL;
+		x ^= x >> 32;
+		p[i] = x >> (8 * ((off + i) % 8));
+	}
+}
+
+static inline int drop_caches(void)
+{
+	sync();
+	return sysfs_write("/proc/sys/vm/drop_caches", "3");
+}
+
+/* Write @size bytes of pattern(@seed) to @fd from offset 0, and fsync. */
+static inline int write_pattern(int fd, size_t size, uint64_t seed)
+{
+	size_t chunk = 1 * MiB, off;
+	char *buf = malloc(chunk);
+	int ret = 0;
+
+	if (!buf)
+		return -ENOMEM;
+	for (off = 0; off < size && !ret; off += chunk) {
+		size_t n = size - off < chunk ? size - off : chunk;
+
+		pattern_fill(buf, n, off, seed);
+		if (pwrite(fd, buf, n, off) != (ssize_t)n)
+			ret = -EIO;
+	}
+	free(buf);
+	if (!ret && fsync(fd))
+		ret = -errno;
+	return ret;
+}
+
+/*
+ * Run a command; 0 if it exited 0.  Output goes to stderr so that it
+ * shows up as TAP diagnostics and does not break the TAP stream.
+ */
+static inline int run_cmd(const char *cmd)
+{
+	char buf[1024];
+	int ret;
+
+	snprintf(buf, sizeof(buf), "%s >&2", cmd);
+	ret = system(buf);
+	return WIFEXITED(ret) ? WEXITSTATUS(ret) : -1;
+}
+
+/* Make a fresh @fs ("xfs" or "ext4") on /dev/@ns and mount it at @mnt. */
+static inline int mkfs_mount(const char *fs, const char *ns, const char *mnt)
+{
+	char cmd[512];
+
+	umount2(mnt, MNT_DETACH);
+	mkdir(mnt, 0755);
+	if (!strcmp(fs, "xfs"))
+		snprintf(cmd, sizeof(cmd), "mkfs.xfs -q -f /dev/%s", ns);
+	else
+		snprintf(cmd, sizeof(cmd), "mkfs.ext4 -q -F /dev/%s", ns);
+	if (run_cmd(cmd))
+		return -EIO;
+	snprintf(cmd, sizeof(cmd), "/dev/%s", ns);
+	return mount(cmd, mnt, fs, 0, NULL) ? -errno : 0;
+}
+
+/* Index of the first differing byte, or -1 when equal. */
+static inline long first_diff(const void *a, const void *b, size_t len)
+{
+	const unsigned char *x = a, *y = b;
+	size_t i;
+
+	if (!memcmp(a, b, len))
+		return -1;
+	for (i = 0; i < len; i++)
+		if (x[i] != y[i])
+			return i;
+	return -1;
+}
+
+#endif /* SPIN_UTIL_H */

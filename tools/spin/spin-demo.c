@@ -222,10 +222,10 @@ int main(int argc, char **argv)
 	if (!ref || pread(fd, ref, size, 0) != (ssize_t)size)
 		die("reference read");
 
-	printf("spin-demo: %s, %zu MiB -> device memory of %s (%s)\n",
-	       argv[1], size >> 20, provider, blkdir + strlen("/sys"));
-	printf("%-18s %8s %12s %11s %-9s %s\n", "mode", "MB/s", "from drive",
-	       "cached after", "bytes", "path");
+	printf("spin-demo: %s (%zu MiB on %s) -> device memory of %s\n\n",
+	       argv[1], size >> 20, strrchr(blkdir, '/') + 1, provider);
+	printf("%-18s %6s %12s %12s  %-9s %s\n", "read", "MB/s", "from drive",
+	       "cached after", "bytes", "where the bytes came from");
 
 	for (m = 0; m < 3; m++) {
 		unsigned long long rd0, rd1;
@@ -248,7 +248,7 @@ int main(int argc, char **argv)
 		t1 = now();
 		rd1 = dev_read_bytes();
 		n1 = read_ctrs(c1);
-		printf("%-18s %8.0f %8.1f MiB %10.0f%% %-9s %s\n", modes[m],
+		printf("%-18s %6.0f %8.1f MiB %11.0f%%  %-9s %s\n", modes[m],
 		       size / (t1 - t0) / 1e6, (rd1 - rd0) / 1048576.0,
 		       residency(fd, size),
 		       memcmp(dev, ref, size) ? "WRONG" : "verified", how[m]);

@@ -21,6 +21,11 @@ case "${1:-}" in -h|--help) usage; exit 0 ;; esac
 top=$(cd "$(dirname "$0")/.." && pwd)
 obj=${SPIN_OBJ:-$top/build/obj}
 cc=gcc
-command -v ccache >/dev/null && cc="ccache gcc"
+if command -v ccache >/dev/null; then
+	cc="ccache gcc"
+	# Hash paths relative to the checkout, so that every clone (CI's
+	# included) shares one cache.
+	export CCACHE_BASEDIR=$top CCACHE_NOHASHDIR=true
+fi
 [ $# -gt 0 ] || set -- bzImage
 make -s -C "$top/build/linux" O="$obj" ARCH=x86_64 CC="$cc" -j"$(nproc)" "$@"

@@ -78,6 +78,9 @@ extract() {
 		git commit -q -m "linux-source-6.12 $pkgver (Debian)" \
 		-m "Debian's top-level .gitignore block that ignores everything is dropped."
 	git tag spin-base
+	# scripts/selftests.sh copies the suite in here to build it; it is
+	# not part of the kernel commits.
+	echo "tools/testing/selftests/spin/" >>"$tree/.git/info/exclude"
 	echo "$pkgver" >"$tree/.git/spin-base-version"
 }
 

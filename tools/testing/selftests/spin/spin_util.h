@@ -260,10 +260,10 @@ static inline int write_pattern(int fd, size_t size, uint64_t seed)
  */
 static inline int run_cmd(const char *cmd)
 {
-	char buf[1024];
+	char buf[2048];
 	int ret;
 
-	snprintf(buf, sizeof(buf), "%s >&2", cmd);
+	snprintf(buf, sizeof(buf), "%.2000s >&2", cmd);
 	ret = system(buf);
 	return WIFEXITED(ret) ? WEXITSTATUS(ret) : -1;
 }

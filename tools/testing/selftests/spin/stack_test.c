@@ -43,32 +43,42 @@ FIXTURE_VARIANT(stack) {
 	bool loop_member;	/* add a loop device: cannot take P2PDMA pages */
 	const char *fs;		/* a file system on top, or NULL */
 	bool p2p;		/* expected queue/pci_p2pdma */
+	bool p2p_write;		/* O_DIRECT writes from device memory work */
+	bool mirrored;		/* raid1/raid10: survives a failed member */
 };
 
 FIXTURE_VARIANT_ADD(stack, md_raid0) {
-	.kind = MD_ARRAY, .level = "0", .members = 2, .p2p = true };
+	.kind = MD_ARRAY, .level = "0", .members = 2, .p2p = true,
+	.p2p_write = true };
 FIXTURE_VARIANT_ADD(stack, md_raid0_3) {
-	.kind = MD_ARRAY, .level = "0", .members = 3, .p2p = true };
+	.kind = MD_ARRAY, .level = "0", .members = 3, .p2p = true,
+	.p2p_write = true };
 FIXTURE_VARIANT_ADD(stack, md_linear) {
-	.kind = MD_ARRAY, .level = "linear", .members = 2, .p2p = true };
+	.kind = MD_ARRAY, .level = "linear", .members = 2, .p2p = true,
+	.p2p_write = true };
 FIXTURE_VARIANT_ADD(stack, md_raid1) {
-	.kind = MD_ARRAY, .level = "1", .members = 2, .p2p = true };
+	.kind = MD_ARRAY, .level = "1", .members = 2, .p2p = true,
+	.mirrored = true };
 FIXTURE_VARIANT_ADD(stack, md_raid10) {
-	.kind = MD_ARRAY, .level = "10", .members = 2, .p2p = true };
+	.kind = MD_ARRAY, .level = "10", .members = 3, .p2p = true,
+	.mirrored = true };
 FIXTURE_VARIANT_ADD(stack, md_raid5) {
 	.kind = MD_ARRAY, .level = "5", .members = 3, .p2p = false };
 FIXTURE_VARIANT_ADD(stack, md_raid0_loop) {
 	.kind = MD_ARRAY, .level = "0", .members = 1, .loop_member = true,
 	.p2p = false };
 FIXTURE_VARIANT_ADD(stack, dm_linear) {
-	.kind = DM_TABLE, .level = "linear", .members = 2, .p2p = true };
+	.kind = DM_TABLE, .level = "linear", .members = 2, .p2p = true,
+	.p2p_write = true };
 FIXTURE_VARIANT_ADD(stack, dm_stripe) {
-	.kind = DM_TABLE, .level = "striped", .members = 2, .p2p = true };
+	.kind = DM_TABLE, .level = "striped", .members = 2, .p2p = true,
+	.p2p_write = true };
 FIXTURE_VARIANT_ADD(stack, dm_linear_loop) {
 	.kind = DM_TABLE, .level = "linear", .members = 1, .loop_member = true,
 	.p2p = false };
 FIXTURE_VARIANT_ADD(stack, xfs_on_md_raid0) {
-	.kind = MD_ARRAY, .level = "0", .members = 2, .fs = "xfs", .p2p = true };
+	.kind = MD_ARRAY, .level = "0", .members = 2, .fs = "xfs", .p2p = true,
+	.p2p_write = true };
 
 /* Attach @file to a free loop device; its path goes to @dev. */
 static int loop_attach(const char *file, char *dev, size_t len)
@@ -107,8 +117,8 @@ static void loop_detach(const char *dev)
 static void teardown_stacks(const char *loop)
 {
 	umount2(MNT, MNT_DETACH);
-	run_cmd("dmsetup remove --noudevsync " DM_NAME " 2>/dev/null");
 	run_cmd("mdadm --stop " MD " 2>/dev/null");
+	run_cmd("dmsetup remove --noudevsync " DM_NAME " 2>/dev/null");
 	if (loop && loop[0])
 		loop_detach(loop);
 	unlink(LOOP_FILE);
@@ -376,13 +386,250 @@ TEST_F_TIMEOUT(stack, buffered_read, 180)
 }
 
 /*
- * raid1 and raid10 would treat a DMA mapping the provider cannot make as
- * a media error (retries, bad blocks, a failed member), so they do not
- * pass P2PDMA yet: issue 4 (block-layer passthrough), raid1/raid10 part.
+ * O_DIRECT writes from device memory: the data lands where a buffered
+ * read finds it.  raid1 and raid10 refuse them with EREMOTEIO (mirrors
+ * could diverge), as do stacks without P2PDMA, and nothing changes.
  */
-XFAIL_ADD(stack, md_raid1, feature_flag);
-XFAIL_ADD(stack, md_raid1, odirect_read);
-XFAIL_ADD(stack, md_raid10, feature_flag);
-XFAIL_ADD(stack, md_raid10, odirect_read);
+TEST_F_TIMEOUT(stack, odirect_write, 180)
+{
+	char provider[SYSFS_LEN], nvme_dev[SYSFS_LEN];
+	size_t len = 2 * MiB;
+	off_t off = 1 * MiB + 8 * KiB;
+	unsigned char *dev, *ref;
+	ssize_t n;
+	int fd;
+
+	ASSERT_EQ(0, nvme_pci_dev(self->nvme[0], nvme_dev, sizeof(nvme_dev)));
+	if (p2pmem_find(nvme_dev, true, provider, sizeof(provider)))
+		SKIP(return, "no provider reachable from %s", self->nvme[0]);
+	dev = p2pmem_map(provider, len);
+	ASSERT_NE(NULL, dev);
+	ref = malloc(len);
+	ASSERT_NE(NULL, ref);
+
+	pattern_fill(dev, len, off, self->seed + 1);
+	fd = open(self->path, O_RDWR | O_DIRECT);
+	ASSERT_LE(0, fd);
+	n = pwrite(fd, dev, len, off);
+	TH_LOG("pwrite: %zd (%s)", n, n < 0 ? strerror(errno) : "");
+	if (variant->p2p_write) {
+		ASSERT_EQ((ssize_t)len, n);
+	} else {
+		ASSERT_EQ(-1, n);
+		ASSERT_EQ(EREMOTEIO, errno);
+	}
+	ASSERT_EQ(0, fsync(fd));
+	close(fd);
+	ASSERT_EQ(0, drop_caches());
+
+	/* What is there now: the new bytes, or the old ones untouched. */
+	fd = open(self->path, O_RDONLY);
+	ASSERT_LE(0, fd);
+	ASSERT_EQ((ssize_t)len, pread(fd, ref, len, off));
+	close(fd);
+	if (variant->p2p_write) {
+		ASSERT_EQ(-1, first_diff(ref, dev, len));
+	} else {
+		pattern_fill(dev, len, off, self->seed);
+		ASSERT_EQ(-1, first_diff(ref, dev, len));
+	}
+	if (variant->kind == MD_ARRAY && !access("/sys/block/md0/md/degraded", F_OK))
+		ASSERT_EQ(0, sysfs_read_ll("/sys/block/md0/md/degraded"));
+	munmap(dev, len);
+	free(ref);
+}
+
+/*
+ * A mirrored array keeps serving P2P reads, with the right bytes, while a
+ * member fails, while degraded, and while the member is rebuilt.
+ */
+TEST_F_TIMEOUT(stack, member_failure, 300)
+{
+	char provider[SYSFS_LEN], nvme_dev[SYSFS_LEN], cmd[1024];
+	size_t len = 1 * MiB;
+	unsigned char *dev, *ref;
+	int fd, i, rebuilt = 0;
+
+	if (!variant->mirrored)
+		SKIP(return, "not a mirrored array");
+	ASSERT_EQ(0, nvme_pci_dev(self->nvme[0], nvme_dev, sizeof(nvme_dev)));
+	if (p2pmem_find(nvme_dev, true, provider, sizeof(provider)))
+		SKIP(return, "no provider reachable from %s", self->nvme[0]);
+	dev = p2pmem_map(provider, len);
+	ASSERT_NE(NULL, dev);
+	ref = malloc(len);
+	ASSERT_NE(NULL, ref);
+	fd = open(self->path, O_RDONLY | O_DIRECT);
+	ASSERT_LE(0, fd);
+
+	for (i = 0; i < 60; i++) {
+		off_t off = (i * 7 % 15) * MiB;
+
+		if (i == 5) {
+			snprintf(cmd, sizeof(cmd), "mdadm --quiet " MD " --fail /dev/%s",
+				 self->nvme[1]);
+			ASSERT_EQ(0, run_cmd(cmd));
+		}
+		if (i == 20) {
+			ASSERT_EQ(1, sysfs_read_ll("/sys/block/md0/md/degraded"));
+			snprintf(cmd, sizeof(cmd),
+				 "mdadm --quiet " MD " --remove /dev/%s && mdadm --zero-superblock /dev/%s && mdadm --quiet " MD " --add /dev/%s",
+				 self->nvme[1], self->nvme[1], self->nvme[1]);
+			ASSERT_EQ(0, run_cmd(cmd));
+		}
+		pattern_fill(ref, len, off, self->seed);
+		memset(dev, 0xa5, len);
+		ASSERT_EQ((ssize_t)len, pread(fd, dev, len, off));
+		ASSERT_EQ(-1, first_diff(dev, ref, len));
+		if (i > 20 && sysfs_read_ll("/sys/block/md0/md/degraded") == 0)
+			rebuilt++;
+	}
+	TH_LOG("reads after the rebuild finished: %d", rebuilt);
+	close(fd);
+	munmap(dev, len);
+	free(ref);
+}
+
+/*
+ * A member that returns media errors (dm-dust over an NVMe drive, itself
+ * P2P capable): a mirrored array retries on the other member and returns
+ * the right bytes; any other stack returns EIO, never wrong data.
+ */
+TEST(dust_member_errors)
+{
+	char ns0[NAME_MAX + 1], ns1[NAME_MAX + 1], nvme_dev[SYSFS_LEN];
+	char provider[SYSFS_LEN], cmd[2048];
+	size_t len = 256 * KiB;
+	unsigned char *dev, *ref;
+	uint64_t seed = getpid();
+	long long data_off, bad;
+	ssize_t n;
+	int fd;
+
+	setenv("DM_DISABLE_UDEV", "1", 1);
+	teardown_stacks(NULL);
+	if (nvme_rig_ns(0, ns0, sizeof(ns0)) || nvme_rig_ns(1, ns1, sizeof(ns1)))
+		SKIP(return, "two rig NVMe drives needed");
+	ASSERT_EQ(0, nvme_pci_dev(ns0, nvme_dev, sizeof(nvme_dev)));
+	if (p2pmem_find(nvme_dev, true, provider, sizeof(provider)))
+		SKIP(return, "no provider reachable from %s", ns0);
+
+	/* dust with 4 KiB blocks over the first drive, mirrored with the second */
+	snprintf(cmd, sizeof(cmd),
+		 "dmsetup create --noudevsync " DM_NAME " --table \"0 $(blockdev --getsz /dev/%s) dust /dev/%s 0 4096\" && mdadm --zero-superblock /dev/%s 2>/dev/null; mdadm --create " MD " --run --quiet --force --assume-clean --level=1 --raid-devices=2 " DM " --write-mostly /dev/%s",
+		 ns0, ns0, ns1, ns1);
+	ASSERT_EQ(0, run_cmd(cmd));
+	ASSERT_EQ(1, queue_p2p(DM));
+	ASSERT_EQ(1, queue_p2p(MD));
+	fd = open(MD, O_RDWR);
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, write_pattern(fd, 4 * MiB, seed));
+	close(fd);
+	ASSERT_EQ(0, drop_caches());
+
+	/*
+	 * Four bad 4 KiB blocks at 400 KiB into the array's data, which
+	 * starts data_offset sectors into the dust device.
+	 */
+	data_off = sysfs_read_ll("/sys/block/md0/md/dev-dm-0/offset");
+	ASSERT_LE(0, data_off);
+	bad = (data_off * 512 + 400 * KiB) / (4 * KiB);
+	snprintf(cmd, sizeof(cmd),
+		 "for b in %lld %lld %lld %lld; do dmsetup message " DM_NAME " 0 addbadblock $b; done && dmsetup message " DM_NAME " 0 enable",
+		 bad, bad + 1, bad + 2, bad + 3);
+	ASSERT_EQ(0, run_cmd(cmd));
+
+	dev = p2pmem_map(provider, len);
+	ASSERT_NE(NULL, dev);
+	ref = malloc(len);
+	ASSERT_NE(NULL, ref);
+	pattern_fill(ref, len, 384 * KiB, seed);
+
+	/* The healthy member is write-mostly: reads go to dust first. */
+	fd = open(MD, O_RDONLY | O_DIRECT);
+	ASSERT_LE(0, fd);
+	for (int i = 0; i < 8; i++) {
+		memset(dev, 0xa5, len);
+		n = pread(fd, dev, len, 384 * KiB);
+		ASSERT_EQ((ssize_t)len, n);
+		ASSERT_EQ(-1, first_diff(dev, ref, len));
+	}
+	close(fd);
+	/* md corrected the bad blocks from the other member */
+	ASSERT_LT(0, sysfs_read_ll("/sys/block/md0/md/dev-dm-0/errors"));
+	ASSERT_EQ(0, sysfs_read_ll("/sys/block/md0/md/degraded"));
+
+	/* The dust device on its own: EIO for the bad range, never wrong bytes. */
+	teardown_stacks(NULL);
+	snprintf(cmd, sizeof(cmd),
+		 "dmsetup create --noudevsync " DM_NAME " --table \"0 $(blockdev --getsz /dev/%s) dust /dev/%s 0 4096\" && for b in 100 101 102 103; do dmsetup message " DM_NAME " 0 addbadblock $b; done && dmsetup message " DM_NAME " 0 enable",
+		 ns0, ns0);
+	ASSERT_EQ(0, run_cmd(cmd));
+	fd = open(DM, O_RDONLY | O_DIRECT);
+	ASSERT_LE(0, fd);
+	memset(dev, 0xa5, len);
+	n = pread(fd, dev, len, 384 * KiB);
+	TH_LOG("dust alone: %zd (%s)", n, n < 0 ? strerror(errno) : "");
+	if (n >= 0) {
+		ASSERT_EQ(-1, first_diff(dev, ref, n));
+	} else {
+		ASSERT_EQ(EIO, errno);
+	}
+	close(fd);
+	teardown_stacks(NULL);
+	munmap(dev, len);
+	free(ref);
+}
+
+/*
+ * The flag follows the members: growing a linear array by a member that
+ * cannot take P2PDMA pages clears it, and so does reloading a dm table
+ * onto such a device; reloading back onto NVMe sets it again.
+ */
+TEST(flag_follows_members)
+{
+	char ns0[NAME_MAX + 1], ns1[NAME_MAX + 1], loop[32], cmd[2048];
+	int fd;
+
+	setenv("DM_DISABLE_UDEV", "1", 1);
+	teardown_stacks(NULL);
+	if (nvme_rig_ns(0, ns0, sizeof(ns0)) || nvme_rig_ns(1, ns1, sizeof(ns1)))
+		SKIP(return, "two rig NVMe drives needed");
+	fd = open(LOOP_FILE, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, ftruncate(fd, 256 * MiB));
+	close(fd);
+	ASSERT_EQ(0, loop_attach(LOOP_FILE, loop, sizeof(loop)));
+
+	snprintf(cmd, sizeof(cmd),
+		 "mdadm --zero-superblock /dev/%s /dev/%s 2>/dev/null; mdadm --create " MD " --run --quiet --force --level=linear --raid-devices=2 /dev/%s /dev/%s",
+		 ns0, ns1, ns0, ns1);
+	ASSERT_EQ(0, run_cmd(cmd));
+	ASSERT_EQ(1, queue_p2p(MD));
+	snprintf(cmd, sizeof(cmd), "mdadm --grow " MD " --add %s", loop);
+	ASSERT_EQ(0, run_cmd(cmd));
+	ASSERT_EQ(0, queue_p2p(MD));
+	run_cmd("mdadm --stop " MD);
+
+	snprintf(cmd, sizeof(cmd),
+		 "dmsetup create --noudevsync " DM_NAME " --table '0 8192 linear /dev/%s 0'",
+		 ns0);
+	ASSERT_EQ(0, run_cmd(cmd));
+	ASSERT_EQ(1, queue_p2p(DM));
+	snprintf(cmd, sizeof(cmd),
+		 "dmsetup reload " DM_NAME " --table '0 8192 linear %s 0' && dmsetup resume --noudevsync " DM_NAME,
+		 loop);
+	ASSERT_EQ(0, run_cmd(cmd));
+	ASSERT_EQ(0, queue_p2p(DM));
+	snprintf(cmd, sizeof(cmd),
+		 "dmsetup reload " DM_NAME " --table '0 8192 linear /dev/%s 0' && dmsetup resume --noudevsync " DM_NAME,
+		 ns1);
+	ASSERT_EQ(0, run_cmd(cmd));
+	ASSERT_EQ(1, queue_p2p(DM));
+	/* dm-zero fills with the CPU: never */
+	ASSERT_EQ(0, run_cmd("dmsetup reload " DM_NAME " --table '0 8192 zero' && dmsetup resume --noudevsync " DM_NAME));
+	ASSERT_EQ(0, queue_p2p(DM));
+	teardown_stacks(loop);
+}
 
 TEST_HARNESS_MAIN

@@ -22,7 +22,9 @@ pairs sit under one PCIe switch):
                   |- xio3130-downstream - ivshmem-plain (256 MiB)  "near"
                   |- xio3130-downstream - nvme serial SPINRIG0 (1 GiB)
                   |- xio3130-downstream - nvme serial SPINRIG1 (1 GiB)
-                  \`- xio3130-downstream - nvme serial SPINRIG2 (1 GiB)
+                  |- xio3130-downstream - nvme serial SPINRIG2 (1 GiB)
+                  |- xio3130-downstream - nvme SPINMPATH ctrl 0 \\ one subsystem,
+                  \`- xio3130-downstream - nvme SPINMPATH ctrl 1 / shared ns (1 GiB)
   pcie.0 - ioh3420 root port rp1
              \`- ivshmem-plain (64 MiB)  "far": not reachable from the drives
 
@@ -110,6 +112,19 @@ for i in 0 1 2; do
 		-device "nvme,drive=d$i,serial=SPINRIG$i,bus=dp$((i + 1))"
 	)
 done
+
+# A multipathed namespace: one subsystem, two controllers behind the
+# switch, one shared namespace (native NVMe multipath in the guest).
+truncate -s 1G "$run/mpath.img"
+args+=(
+	-device nvme-subsys,id=mpsub,nqn=spin-rig-mpath
+	-device xio3130-downstream,id=dp4,bus=up0,chassis=7,slot=4
+	-device nvme,id=mpc0,serial=SPINMPATH,subsys=mpsub,bus=dp4
+	-device xio3130-downstream,id=dp5,bus=up0,chassis=8,slot=5
+	-device nvme,id=mpc1,serial=SPINMPATH,subsys=mpsub,bus=dp5
+	-drive "file=$run/mpath.img,if=none,id=mpd,format=raw,cache=unsafe$drive_opts"
+	-device nvme-ns,drive=mpd,bus=mpc0,nsid=1,shared=on
+)
 
 cmdline="console=ttyS0 panic=-1 oops=panic spin_mode=$mode"
 [ "$mode" = demo ] && cmdline+=" quiet"

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * P2PDMA through stacked block devices: md raid0, raid1, raid10, raid5
- * and linear, dm-linear and dm-stripe, XFS on md raid0, and arrays with
- * a member that cannot take P2PDMA pages.
+ * and linear, dm-linear and dm-stripe, XFS on md raid0, the NVMe
+ * multipath head, and arrays with a member that cannot take P2PDMA pages.
  *
  * A stack advertises queue/pci_p2pdma only if it passes data through
  * untouched and all members do; O_DIRECT into device memory then
@@ -630,6 +630,76 @@ TEST(flag_follows_members)
 	ASSERT_EQ(0, run_cmd("dmsetup reload " DM_NAME " --table '0 8192 zero' && dmsetup resume --noudevsync " DM_NAME));
 	ASSERT_EQ(0, queue_p2p(DM));
 	teardown_stacks(loop);
+}
+
+/* The native NVMe multipath head of the rig's shared namespace, or -ENOENT. */
+static int nvme_mpath_head(char *ns, size_t len)
+{
+	struct dirent **names;
+	int n, i, found = -ENOENT;
+
+	n = scandir("/sys/block", &names, NULL, alphasort);
+	for (i = 0; i < n; i++) {
+		const char *d = names[i]->d_name;
+		char path[PATH_MAX], serial[64];
+
+		snprintf(path, sizeof(path), "/sys/block/%s/device/serial", d);
+		if (found && !strncmp(d, "nvme", 4) && !strchr(d + 4, 'c') &&
+		    !sysfs_read(path, serial, sizeof(serial)) &&
+		    !strcmp(serial, "SPINMPATH")) {
+			snprintf(ns, len, "%s", d);
+			found = 0;
+		}
+		free(names[i]);
+	}
+	free(n > 0 ? names : NULL);
+	return found;
+}
+
+/*
+ * A namespace shared by two controllers, behind the native multipath
+ * head: the head advertises P2PDMA because both paths do, and O_DIRECT
+ * through it returns the right bytes.
+ */
+TEST(nvme_multipath)
+{
+	char head[NAME_MAX + 1], ns0[NAME_MAX + 1], nvme_dev[SYSFS_LEN];
+	char provider[SYSFS_LEN], path[NAME_MAX + 8];
+	size_t len = 4 * MiB;
+	unsigned char *dev, *ref;
+	uint64_t seed = getpid();
+	int fd;
+
+	if (nvme_mpath_head(head, sizeof(head)))
+		SKIP(return, "no multipathed rig namespace (serial SPINMPATH)");
+	if (nvme_rig_ns(0, ns0, sizeof(ns0)))
+		SKIP(return, "no rig NVMe drive");
+	ASSERT_EQ(0, nvme_pci_dev(ns0, nvme_dev, sizeof(nvme_dev)));
+	if (p2pmem_find(nvme_dev, true, provider, sizeof(provider)))
+		SKIP(return, "no provider reachable from %s", ns0);
+	snprintf(path, sizeof(path), "/dev/%s", head);
+	TH_LOG("multipath head %s", path);
+	ASSERT_EQ(1, queue_p2p(path));
+
+	fd = open(path, O_RDWR);
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, write_pattern(fd, 2 * len, seed));
+	close(fd);
+	ASSERT_EQ(0, drop_caches());
+
+	dev = p2pmem_map(provider, len);
+	ASSERT_NE(NULL, dev);
+	ref = malloc(len);
+	ASSERT_NE(NULL, ref);
+	pattern_fill(ref, len, 64 * KiB, seed);
+	fd = open(path, O_RDONLY | O_DIRECT);
+	ASSERT_LE(0, fd);
+	memset(dev, 0xa5, len);
+	ASSERT_EQ((ssize_t)len, pread(fd, dev, len, 64 * KiB));
+	ASSERT_EQ(-1, first_diff(dev, ref, len));
+	close(fd);
+	munmap(dev, len);
+	free(ref);
 }
 
 TEST_HARNESS_MAIN

@@ -9,7 +9,7 @@ SHELL := /bin/bash
 S := scripts
 
 .PHONY: help deps tree export config kernel selftests initramfs image \
-	demo test shell checkpatch clean distclean
+	demo test test-debug kernel-debug shell checkpatch clean distclean
 
 help:
 	@echo 'SPIN: P2P DMA from NVMe into device memory on plain pread.'
@@ -18,6 +18,8 @@ help:
 	@echo '                   a file into device memory, saying where bytes came from'
 	@echo '  make test        boot the rig and run the kselftest suite'
 	@echo
+	@echo '  make test-debug  the suite on the debug kernel (configs/debug.config:'
+	@echo '                   KASAN, lockdep, DEBUG_VM, KFENCE, atomic-sleep checks)'
 	@echo '  make shell       boot the rig to a shell on the console'
 	@echo '  make tree        build/linux = Debian linux-source-6.12 + patches/'
 	@echo '  make export      patches/ = build/linux commits since spin-base'
@@ -57,6 +59,13 @@ demo: image
 test: image
 	@$(S)/run-tests.sh
 
+kernel-debug: tree
+	@SPIN_DEBUG=1 $(S)/config.sh
+	@SPIN_DEBUG=1 $(S)/build.sh
+
+test-debug: kernel-debug initramfs
+	@SPIN_DEBUG=1 $(S)/run-tests.sh --timeout 4800
+
 shell: image
 	@$(S)/rig.sh --mode shell
 
@@ -64,7 +73,7 @@ checkpatch: tree
 	@$(S)/checkpatch.sh
 
 clean:
-	rm -rf build/obj build/kselftest build/kselftest-obj build/initramfs \
+	rm -rf build/obj build/obj-debug build/kselftest build/kselftest-obj build/initramfs \
 		build/initramfs.cpio build/run
 
 distclean:

@@ -13,13 +13,14 @@ Runs 'make bzImage' (or the given targets) for build/linux with
 O=build/obj, -j\$(nproc) and CC="ccache gcc" when ccache exists.
 Run scripts/config.sh first.
 
-  SPIN_OBJ=dir   object directory (default build/obj)
+  SPIN_DEBUG=1   build the debug kernel (build/obj-debug)
+  SPIN_OBJ=dir   object directory (default build/obj, or build/obj-debug)
 USAGE
 }
 case "${1:-}" in -h|--help) usage; exit 0 ;; esac
 
 top=$(cd "$(dirname "$0")/.." && pwd)
-obj=${SPIN_OBJ:-$top/build/obj}
+obj=${SPIN_OBJ:-$top/build/obj$([ "${SPIN_DEBUG:-0}" = 1 ] && echo -debug)}
 cc=gcc
 if command -v ccache >/dev/null; then
 	cc="ccache gcc"

@@ -16,16 +16,22 @@ scripts/kconfig/merge_config.sh, then checks that every CONFIG_ line of
 every fragment is in the final config as written.  Unknown or
 unsatisfiable options make it fail, naming them.
 
-  SPIN_OBJ=dir   object directory (default build/obj)
+  SPIN_DEBUG=1   also merge configs/debug.config (KASAN, lockdep, ...),
+                 into build/obj-debug
+  SPIN_OBJ=dir   object directory (default build/obj, or build/obj-debug)
 USAGE
 }
 case "${1:-}" in -h|--help) usage; exit 0 ;; esac
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 src=$top/build/linux
-obj=${SPIN_OBJ:-$top/build/obj}
+debug=${SPIN_DEBUG:-0}
+obj=${SPIN_OBJ:-$top/build/obj$([ "$debug" = 1 ] && echo -debug)}
 frags=("$@")
-[ ${#frags[@]} -gt 0 ] || frags=("$top/configs/spin.config")
+if [ ${#frags[@]} -eq 0 ]; then
+	frags=("$top/configs/spin.config")
+	[ "$debug" = 1 ] && frags+=("$top/configs/debug.config")
+fi
 for i in "${!frags[@]}"; do frags[$i]=$(realpath "${frags[$i]}"); done
 
 mkdir -p "$obj"

@@ -41,6 +41,9 @@ port (the guest's TAP output) to build/run/<mode>/tap.log.
               throttle group), to give the rig a real SSD's ratio of
               drive to CPU-copy speed
   --quiet     do not copy the console to the terminal
+
+  SPIN_DEBUG=1  boot the debug kernel (build/obj-debug); logs go to
+                build/run/<mode>-debug/
 USAGE
 }
 
@@ -62,13 +65,14 @@ while [ $# -gt 0 ]; do
 done
 case "$mode" in test|demo|shell) ;; *) echo "rig: bad mode '$mode'" >&2; exit 2 ;; esac
 
-kernel=$top/build/obj/arch/x86/boot/bzImage
+sfx=$([ "${SPIN_DEBUG:-0}" = 1 ] && echo -debug || true)
+kernel=${SPIN_OBJ:-$top/build/obj$sfx}/arch/x86/boot/bzImage
 initrd=$top/build/initramfs.cpio
 for f in "$kernel" "$initrd"; do
 	[ -f "$f" ] || { echo "rig: $f missing (make kernel initramfs)" >&2; exit 1; }
 done
 
-run=$top/build/run/$mode
+run=$top/build/run/$mode$sfx
 rm -rf "$run"
 mkdir -p "$run"
 shm=/dev/shm/spin-rig-$$

@@ -18,6 +18,7 @@ the spin suite and writes TAP to the second serial port.  Then:
     guest panicked, or the console shows BUG:, WARNING:, Oops, a KASAN,
     KFENCE, UBSAN or lockdep report, or a hung task.
 Logs stay in build/run/test/ (console.log, tap.log).
+SPIN_DEBUG=1 runs the debug kernel; logs in build/run/test-debug/.
 USAGE
 }
 
@@ -32,7 +33,7 @@ while [ $# -gt 0 ]; do
 	shift
 done
 
-run=$top/build/run/test
+run=$top/build/run/test$([ "${SPIN_DEBUG:-0}" = 1 ] && echo -debug || true)
 set +e
 "$top/scripts/rig.sh" --mode test --timeout "$timeout" --quiet "${rig[@]}"
 rc=$?
@@ -67,7 +68,7 @@ elif ! grep -q '^# spin-rig: done' "$tap.clean"; then
 fi
 if grep -nE 'Kernel panic|BUG:|WARNING:|Oops|KASAN|KFENCE|UBSAN|possible circular locking|possible recursive locking|inconsistent lock state|suspicious RCU usage|possible irq lock inversion|INFO: task .* blocked for more than' \
 	"$console" | grep -v 'spin-rig:' | head -n 20 | sed 's/^/run-tests: console: /' | grep .; then
-	echo "run-tests: the kernel reported a problem (see build/run/test/console.log)"; bad=1
+	echo "run-tests: the kernel reported a problem (see ${run#"$top"/}/console.log)"; bad=1
 fi
 if ! grep -q '^# spin-rig: tainted=0$' "$tap.clean"; then
 	echo "run-tests: $(grep -m1 'spin-rig: tainted' "$tap.clean" || echo 'no taint line'): the kernel is tainted"; bad=1
@@ -77,6 +78,6 @@ case "$summary" in
 *" 0 failed"*) ;;
 *) bad=1 ;;
 esac
-echo "run-tests: logs in build/run/test/"
+echo "run-tests: logs in ${run#"$top"/}/"
 echo "$summary"
 exit $bad

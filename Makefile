@@ -9,7 +9,8 @@ SHELL := /bin/bash
 S := scripts
 
 .PHONY: help deps tree export config kernel selftests initramfs image \
-	demo test test-debug kernel-debug shell checkpatch clean distclean
+	demo test test-debug kernel-debug bench-stack shell checkpatch clean \
+	distclean
 
 help:
 	@echo 'SPIN: P2P DMA from NVMe into device memory on plain pread.'
@@ -20,6 +21,7 @@ help:
 	@echo
 	@echo '  make test-debug  the suite on the debug kernel (configs/debug.config:'
 	@echo '                   KASAN, lockdep, DEBUG_VM, KFENCE, atomic-sleep checks)'
+	@echo '  make bench-stack P2P through md raid0 (1-3 drives), plain and throttled'
 	@echo '  make shell       boot the rig to a shell on the console'
 	@echo '  make tree        build/linux = Debian linux-source-6.12 + patches/'
 	@echo '  make export      patches/ = build/linux commits since spin-base'
@@ -65,6 +67,9 @@ kernel-debug: tree
 
 test-debug: kernel-debug initramfs
 	@SPIN_DEBUG=1 $(S)/run-tests.sh --timeout 4800
+
+bench-stack: image
+	@$(S)/bench-stack.sh
 
 shell: image
 	@$(S)/rig.sh --mode shell

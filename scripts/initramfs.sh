@@ -16,7 +16,8 @@ Writes build/initramfs.cpio from:
     timeout (run_kselftest.sh wants /usr/bin/timeout), each with the
     shared libraries ldd lists for it;
   - build/kselftest (scripts/selftests.sh) as /kselftest;
-  - tools/spin/spin-demo, compiled here;
+  - tools/spin/spin-demo and spin-bounce, compiled here, and
+    tools/spin/bench-stack.sh;
   - scripts/guest-init as /init.
 Nothing else from the host goes in.
 USAGE
@@ -50,9 +51,12 @@ for t in "${tools[@]}"; do
 	copy_libs "$bin"
 done
 
-gcc -O2 -Wall -Werror -o "$root/usr/bin/spin-demo" "$top/tools/spin/spin-demo.c"
+for t in spin-demo spin-bounce; do
+	gcc -O2 -Wall -Werror -o "$root/usr/bin/$t" "$top/tools/spin/$t.c"
+done
+install -m 0755 "$top/tools/spin/bench-stack.sh" "$root/usr/bin/bench-stack"
 cp -a "$top/build/kselftest" "$root/kselftest"
-for f in "$root/usr/bin/spin-demo" "$root"/kselftest/spin/*_test; do
+for f in "$root/usr/bin/spin-demo" "$root/usr/bin/spin-bounce" "$root"/kselftest/spin/*_test; do
 	copy_libs "$f"
 done
 

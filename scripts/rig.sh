@@ -6,7 +6,7 @@ set -euo pipefail
 
 usage() {
 	cat <<USAGE
-Usage: $0 [--help] [--mode test|demo|shell] [--timeout SECS] [--kvm]
+Usage: $0 [--help] [--mode test|demo|bench|shell] [--timeout SECS] [--kvm]
           [--ksft 'run_kselftest.sh args'] [--append 'kernel args']
           [--throttle BYTES_PER_SEC] [--quiet]
 
@@ -63,7 +63,7 @@ while [ $# -gt 0 ]; do
 	esac
 	shift
 done
-case "$mode" in test|demo|shell) ;; *) echo "rig: bad mode '$mode'" >&2; exit 2 ;; esac
+case "$mode" in test|demo|bench|shell) ;; *) echo "rig: bad mode '$mode'" >&2; exit 2 ;; esac
 
 sfx=$([ "${SPIN_DEBUG:-0}" = 1 ] && echo -debug || true)
 kernel=${SPIN_OBJ:-$top/build/obj$sfx}/arch/x86/boot/bzImage
@@ -131,7 +131,7 @@ args+=(
 )
 
 cmdline="console=ttyS0 panic=-1 oops=panic spin_mode=$mode"
-[ "$mode" = demo ] && cmdline+=" quiet"
+case "$mode" in demo|bench) cmdline+=" quiet" ;; esac
 [ -n "$ksft" ] && cmdline+=" spin_ksft=\"$ksft\""
 [ -n "$append" ] && cmdline+=" $append"
 

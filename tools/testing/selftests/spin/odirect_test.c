@@ -263,4 +263,50 @@ TEST_F_TIMEOUT(odirect, unreachable_buffered, 180)
 	free(ref);
 }
 
+/*
+ * The P-router's promise: a cold plain pread into device memory that the
+ * drive can reach is served by P2P DMA, so it leaves the page cache
+ * empty.  In 6.12 it is a CPU copy through the page cache: a known gap,
+ * which the P-router issue closes.
+ */
+TEST_F_TIMEOUT(odirect, pread_bypasses_page_cache, 180)
+{
+	char provider[SYSFS_LEN];
+	unsigned char *dev, *ref, *vec;
+	size_t len = 8 * MiB, pages = len / 4096, i, resident = 0;
+	void *map;
+
+	if (p2pmem_find(self->nvme_dev, true, provider, sizeof(provider)))
+		SKIP(return, "no provider reachable from %s", self->ns);
+	dev = p2pmem_map(provider, len);
+	ASSERT_NE(NULL, dev);
+	ref = malloc(len);
+	vec = malloc(pages);
+	ASSERT_NE(NULL, ref);
+	ASSERT_NE(NULL, vec);
+	pattern_fill(ref, len, 0, self->seed);
+	ASSERT_EQ(0, drop_caches());
+
+	memset(dev, 0xa5, len);
+	ASSERT_EQ((ssize_t)len, pread(self->ref_fd, dev, len, 0));
+	ASSERT_EQ(-1, first_diff(dev, ref, len));
+
+	map = mmap(NULL, len, PROT_READ, MAP_SHARED, self->ref_fd, 0);
+	ASSERT_NE(MAP_FAILED, map);
+	ASSERT_EQ(0, mincore(map, len, vec));
+	for (i = 0; i < pages; i++)
+		resident += vec[i] & 1;
+	TH_LOG("%zu of %zu pages cached after the read", resident, pages);
+	EXPECT_GE(pages / 100, resident);
+	munmap(map, len);
+	munmap(dev, len);
+	free(ref);
+	free(vec);
+}
+
+/* Waits on the P-router issue (plain pread into device memory via P2P). */
+XFAIL_ADD(odirect, raw, pread_bypasses_page_cache);
+XFAIL_ADD(odirect, xfs, pread_bypasses_page_cache);
+XFAIL_ADD(odirect, ext4, pread_bypasses_page_cache);
+
 TEST_HARNESS_MAIN

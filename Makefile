@@ -9,8 +9,8 @@ SHELL := /bin/bash
 S := scripts
 
 .PHONY: help deps tree export config kernel selftests initramfs image \
-	demo test test-debug kernel-debug bench-stack shell checkpatch clean \
-	distclean
+	demo test test-debug kernel-debug bench-stack shell checkpatch \
+	bisect-check clean distclean
 
 help:
 	@echo 'SPIN: P2P DMA from NVMe into device memory on plain pread.'
@@ -27,6 +27,7 @@ help:
 	@echo '  make export      patches/ = build/linux commits since spin-base'
 	@echo '  make kernel      configure (configs/spin.config) and build bzImage'
 	@echo '  make checkpatch  checkpatch.pl --strict on every patch'
+	@echo '  make bisect-check  build (and W=1 the touched files) at every patch'
 	@echo '  make clean       remove build products but keep build/linux'
 	@echo '  make distclean   remove build/ entirely'
 	@echo
@@ -76,6 +77,9 @@ shell: image
 
 checkpatch: tree
 	@$(S)/checkpatch.sh
+
+bisect-check: config
+	@$(S)/bisect-check.sh
 
 clean:
 	rm -rf build/obj build/obj-debug build/kselftest build/kselftest-obj build/initramfs \

@@ -32,7 +32,7 @@ for c in $(git rev-list --reverse spin-base..HEAD); do
 	subject=$(git log -1 --format=%s "$c")
 	git checkout -q "$c"
 	objs=$(git diff --name-only "$c^" "$c" -- '*.c' | sed 's/\.c$/.o/' | tr '\n' ' ')
-	if ! "$top/scripts/build.sh" bzImage >/dev/null ||
+	if ! "$top/scripts/build.sh" bzImage ||
 	   { [ -n "$objs" ] && ! "$top/scripts/build.sh" W=1 $objs >/dev/null; }; then
 		echo "bisect-check: FAILS at $(git rev-parse --short "$c") $subject" >&2
 		exit 1

@@ -20,7 +20,7 @@ USAGE
 case "${1:-}" in -h|--help) usage; exit 0 ;; esac
 
 top=$(cd "$(dirname "$0")/.." && pwd)
-obj=${SPIN_OBJ:-$top/build/obj$([ "${SPIN_DEBUG:-0}" = 1 ] && echo -debug)}
+obj=${SPIN_OBJ:-$top/build/obj$([ "${SPIN_DEBUG:-0}" = 1 ] && echo -debug || true)}
 cc=gcc
 if command -v ccache >/dev/null; then
 	cc="ccache gcc"

@@ -26,7 +26,7 @@ case "${1:-}" in -h|--help) usage; exit 0 ;; esac
 top=$(cd "$(dirname "$0")/.." && pwd)
 src=$top/build/linux
 debug=${SPIN_DEBUG:-0}
-obj=${SPIN_OBJ:-$top/build/obj$([ "$debug" = 1 ] && echo -debug)}
+obj=${SPIN_OBJ:-$top/build/obj$([ "$debug" = 1 ] && echo -debug || true)}
 frags=("$@")
 if [ ${#frags[@]} -eq 0 ]; then
 	frags=("$top/configs/spin.config")

@@ -50,6 +50,9 @@ apply_series() {
 		if ! git am -q --keep-cr --committer-date-is-author-date \
 			"$top/patches/$p" >/dev/null 2>&1; then
 			git am --abort >/dev/null 2>&1 || true
+			# Nothing here is local work: let the next run retry.
+			git rev-parse HEAD >"$tree/.git/spin-applied-head"
+			echo failed >"$tree/.git/spin-applied-series"
 			echo "tree: patches/$p does not apply to linux-source-6.12 $pkgver" >&2
 			echo "tree: the series was last exported against ${recorded:-<unknown>} (patches/BASE)" >&2
 			echo "tree: rebase the series onto the new base, then 'make export'" >&2

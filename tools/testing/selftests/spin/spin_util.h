@@ -185,6 +185,21 @@ static inline int p2pmem_find(const char *client, bool reachable,
 	return found;
 }
 
+/*
+ * A published provider that can (@reachable) or cannot reach the NVMe
+ * namespace @ns (e.g. "nvme0n1").  Returns 0 and the provider's sysfs
+ * directory, or -ENOENT.
+ */
+static inline int p2pmem_find_for_ns(const char *ns, bool reachable,
+				     char *out, size_t len)
+{
+	char dev[SYSFS_LEN];
+
+	if (nvme_pci_dev(ns, dev, sizeof(dev)))
+		return -ENOENT;
+	return p2pmem_find(dev, reachable, out, len);
+}
+
 /* Map @len bytes of a provider's device memory; NULL with errno set. */
 static inline void *p2pmem_map(const char *provider, size_t len)
 {

@@ -274,13 +274,13 @@ TEST_F_TIMEOUT(stack, odirect_read, 180)
 		{ 4 * MiB, 2 * MiB },			/* across dm-linear's seam */
 		{ 8 * MiB, 4 * KiB },
 	};
-	char provider[SYSFS_LEN], nvme_dev[SYSFS_LEN];
+	char provider[SYSFS_LEN];
 	unsigned char *dev, *ref;
 	unsigned int i;
 	int fd;
 
-	ASSERT_EQ(0, nvme_pci_dev(self->nvme[0], nvme_dev, sizeof(nvme_dev)));
-	if (p2pmem_find(nvme_dev, true, provider, sizeof(provider)))
+	if (p2pmem_find_for_ns(self->nvme[0], true, provider,
+			       sizeof(provider)))
 		SKIP(return, "no provider reachable from %s", self->nvme[0]);
 	dev = p2pmem_map(provider, MAP_LEN);
 	ASSERT_NE(NULL, dev);
@@ -318,14 +318,14 @@ TEST_F_TIMEOUT(stack, odirect_read, 180)
  */
 TEST_F_TIMEOUT(stack, unreachable_odirect, 180)
 {
-	char provider[SYSFS_LEN], nvme_dev[SYSFS_LEN], path[PATH_MAX];
+	char provider[SYSFS_LEN], path[PATH_MAX];
 	unsigned char *dev, *ref;
 	size_t len = 1 * MiB;
 	ssize_t n;
 	int fd;
 
-	ASSERT_EQ(0, nvme_pci_dev(self->nvme[0], nvme_dev, sizeof(nvme_dev)));
-	if (p2pmem_find(nvme_dev, false, provider, sizeof(provider)))
+	if (p2pmem_find_for_ns(self->nvme[0], false, provider,
+			       sizeof(provider)))
 		SKIP(return, "no provider that %s cannot reach", self->nvme[0]);
 	dev = p2pmem_map(provider, len);
 	ASSERT_NE(NULL, dev);
@@ -357,15 +357,15 @@ TEST_F_TIMEOUT(stack, unreachable_odirect, 180)
 /* A plain pread into device memory returns the right bytes on any stack. */
 TEST_F_TIMEOUT(stack, buffered_read, 180)
 {
-	char provider[SYSFS_LEN], nvme_dev[SYSFS_LEN];
+	char provider[SYSFS_LEN];
 	unsigned char *dev, *ref;
 	size_t len = 3 * MiB + 17;
 	off_t off = 12345;
 	ssize_t n;
 	int fd;
 
-	ASSERT_EQ(0, nvme_pci_dev(self->nvme[0], nvme_dev, sizeof(nvme_dev)));
-	if (p2pmem_find(nvme_dev, true, provider, sizeof(provider)))
+	if (p2pmem_find_for_ns(self->nvme[0], true, provider,
+			       sizeof(provider)))
 		SKIP(return, "no provider reachable from %s", self->nvme[0]);
 	dev = p2pmem_map(provider, MAP_LEN);
 	ASSERT_NE(NULL, dev);
@@ -392,15 +392,15 @@ TEST_F_TIMEOUT(stack, buffered_read, 180)
  */
 TEST_F_TIMEOUT(stack, odirect_write, 180)
 {
-	char provider[SYSFS_LEN], nvme_dev[SYSFS_LEN];
+	char provider[SYSFS_LEN];
 	size_t len = 2 * MiB;
 	off_t off = 1 * MiB + 8 * KiB;
 	unsigned char *dev, *ref;
 	ssize_t n;
 	int fd;
 
-	ASSERT_EQ(0, nvme_pci_dev(self->nvme[0], nvme_dev, sizeof(nvme_dev)));
-	if (p2pmem_find(nvme_dev, true, provider, sizeof(provider)))
+	if (p2pmem_find_for_ns(self->nvme[0], true, provider,
+			       sizeof(provider)))
 		SKIP(return, "no provider reachable from %s", self->nvme[0]);
 	dev = p2pmem_map(provider, len);
 	ASSERT_NE(NULL, dev);
@@ -445,15 +445,15 @@ TEST_F_TIMEOUT(stack, odirect_write, 180)
  */
 TEST_F_TIMEOUT(stack, member_failure, 300)
 {
-	char provider[SYSFS_LEN], nvme_dev[SYSFS_LEN], cmd[1024];
+	char provider[SYSFS_LEN], cmd[1024];
 	size_t len = 1 * MiB;
 	unsigned char *dev, *ref;
 	int fd, i, rebuilt = 0;
 
 	if (!variant->mirrored)
 		SKIP(return, "not a mirrored array");
-	ASSERT_EQ(0, nvme_pci_dev(self->nvme[0], nvme_dev, sizeof(nvme_dev)));
-	if (p2pmem_find(nvme_dev, true, provider, sizeof(provider)))
+	if (p2pmem_find_for_ns(self->nvme[0], true, provider,
+			       sizeof(provider)))
 		SKIP(return, "no provider reachable from %s", self->nvme[0]);
 	dev = p2pmem_map(provider, len);
 	ASSERT_NE(NULL, dev);
@@ -497,7 +497,7 @@ TEST_F_TIMEOUT(stack, member_failure, 300)
  */
 TEST(dust_member_errors)
 {
-	char ns0[NAME_MAX + 1], ns1[NAME_MAX + 1], nvme_dev[SYSFS_LEN];
+	char ns0[NAME_MAX + 1], ns1[NAME_MAX + 1];
 	char provider[SYSFS_LEN], cmd[2048];
 	size_t len = 256 * KiB;
 	unsigned char *dev, *ref;
@@ -510,8 +510,8 @@ TEST(dust_member_errors)
 	teardown_stacks(NULL);
 	if (nvme_rig_ns(0, ns0, sizeof(ns0)) || nvme_rig_ns(1, ns1, sizeof(ns1)))
 		SKIP(return, "two rig NVMe drives needed");
-	ASSERT_EQ(0, nvme_pci_dev(ns0, nvme_dev, sizeof(nvme_dev)));
-	if (p2pmem_find(nvme_dev, true, provider, sizeof(provider)))
+	if (p2pmem_find_for_ns(ns0, true, provider,
+			       sizeof(provider)))
 		SKIP(return, "no provider reachable from %s", ns0);
 
 	/* dust with 4 KiB blocks over the first drive, mirrored with the second */
@@ -663,7 +663,7 @@ static int nvme_mpath_head(char *ns, size_t len)
  */
 TEST(nvme_multipath)
 {
-	char head[NAME_MAX + 1], ns0[NAME_MAX + 1], nvme_dev[SYSFS_LEN];
+	char head[NAME_MAX + 1], ns0[NAME_MAX + 1];
 	char provider[SYSFS_LEN], path[NAME_MAX + 8];
 	size_t len = 4 * MiB;
 	unsigned char *dev, *ref;
@@ -674,8 +674,8 @@ TEST(nvme_multipath)
 		SKIP(return, "no multipathed rig namespace (serial SPINMPATH)");
 	if (nvme_rig_ns(0, ns0, sizeof(ns0)))
 		SKIP(return, "no rig NVMe drive");
-	ASSERT_EQ(0, nvme_pci_dev(ns0, nvme_dev, sizeof(nvme_dev)));
-	if (p2pmem_find(nvme_dev, true, provider, sizeof(provider)))
+	if (p2pmem_find_for_ns(ns0, true, provider,
+			       sizeof(provider)))
 		SKIP(return, "no provider reachable from %s", ns0);
 	snprintf(path, sizeof(path), "/dev/%s", head);
 	TH_LOG("multipath head %s", path);

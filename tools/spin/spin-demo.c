@@ -7,13 +7,14 @@
  *
  * Maps device memory through /sys/bus/pci/devices/<bdf>/p2pmem/allocate
  * (a provider behind the same PCIe switch as the file's drive, unless
- * one is named), then reads FILE into it three ways: O_DIRECT (the
- * drive DMAs straight into device memory), a plain pread with a cold
- * page cache and again with a warm one.  For each it prints the
- * throughput, the bytes the drive delivered (the block device's stat),
- * the page-cache residency of the file afterwards (mincore), the
- * changes of any spin_* counters in /proc/vmstat, and whether the bytes
- * match a reference read into ordinary RAM.
+ * one is named), then reads FILE into it four ways: O_DIRECT (the drive
+ * DMAs straight into device memory), a plain pread with a cold page
+ * cache, again with a warm one, and cold again with the P2P router
+ * switched off.  For each it prints the throughput, the bytes the drive
+ * delivered (the block device's stat), the page-cache residency of the
+ * file afterwards (mincore), the P2P router counters that moved
+ * (/sys/kernel/mm/p2p_router/stats), and whether the bytes match a
+ * reference read into ordinary RAM.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -82,27 +83,65 @@ static double residency(int fd, size_t size)
 }
 
 struct ctr {
-	char name[64];
+	char name[NAME_MAX + 1];
 	unsigned long long val;
 };
 
+#define STATS	"/sys/kernel/mm/p2p_router/stats"
+
+/* Every counter of the P2P router, by name. */
 static int read_ctrs(struct ctr *c)
 {
-	FILE *f = fopen("/proc/vmstat", "r");
-	char name[64];
-	unsigned long long v;
+	DIR *dir = opendir(STATS);
+	char path[PATH_MAX];
+	struct dirent *d;
 	int n = 0;
+	FILE *f;
 
-	if (!f)
+	if (!dir)
 		return 0;
-	while (n < MAX_CTR && fscanf(f, "%63s %llu", name, &v) == 2) {
-		if (strncmp(name, "spin_", 5))
+	while (n < MAX_CTR && (d = readdir(dir))) {
+		if (d->d_name[0] == '.')
 			continue;
-		snprintf(c[n].name, sizeof(c[n].name), "%s", name);
-		c[n++].val = v;
+		snprintf(path, sizeof(path), STATS "/%s", d->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		if (fscanf(f, "%llu", &c[n].val) == 1) {
+			snprintf(c[n].name, sizeof(c[n].name), "%s",
+				 d->d_name);
+			n++;
+		}
+		fclose(f);
 	}
-	fclose(f);
+	closedir(dir);
 	return n;
+}
+
+static unsigned long long ctr_delta(const struct ctr *c0, int n0,
+				    const struct ctr *c1, int n1,
+				    const char *name)
+{
+	int i, j;
+
+	for (i = 0; i < n1; i++)
+		for (j = 0; j < n0; j++)
+			if (!strcmp(c1[i].name, name) &&
+			    !strcmp(c0[j].name, name))
+				return c1[i].val - c0[j].val;
+	return 0;
+}
+
+/* Switch the router, so that one run shows the read with and without. */
+static void router_enable(const char *val)
+{
+	int fd = open("/sys/kernel/mm/p2p_router/enabled", O_WRONLY);
+
+	if (fd < 0)
+		return;		/* a kernel without the router */
+	if (write(fd, val, 1) != 1)
+		die("p2p_router/enabled");
+	close(fd);
 }
 
 static void drop_caches(void)
@@ -183,11 +222,7 @@ int main(int argc, char **argv)
 {
 	static const char * const modes[] = {
 		"O_DIRECT pread", "pread, cold cache", "pread, warm cache",
-	};
-	static const char * const how[] = {
-		"drive DMAs straight into device memory",
-		"drive -> page cache in RAM -> CPU copy",
-		"CPU copy from the page cache",
+		"pread, router off",
 	};
 	char provider[256] = "", path[PATH_MAX + 32];
 	unsigned char *dev, *ref;
@@ -227,14 +262,18 @@ int main(int argc, char **argv)
 	printf("%-18s %6s %12s %12s  %-9s %s\n", "read", "MB/s", "from drive",
 	       "cached after", "bytes", "where the bytes came from");
 
-	for (m = 0; m < 3; m++) {
-		unsigned long long rd0, rd1;
+	for (m = 0; m < 4; m++) {
+		unsigned long long rd0, rd1, dma, copied;
 		double t0, t1;
 		size_t off;
 		int i, j, n0, n1;
 
-		if (m < 2)
+		if (m != 2)
 			drop_caches();
+		else if (pread(fd, ref, size, 0) != (ssize_t)size)
+			die("warming the page cache");	/* DMA did not */
+		if (m == 3)
+			router_enable("0");
 		memset(dev, 0xa5, size);
 		n0 = read_ctrs(c0);
 		rd0 = dev_read_bytes();
@@ -246,12 +285,25 @@ int main(int argc, char **argv)
 				die(modes[m]);
 		}
 		t1 = now();
+		if (m == 3)
+			router_enable("1");
 		rd1 = dev_read_bytes();
 		n1 = read_ctrs(c1);
-		printf("%-18s %6.0f %8.1f MiB %11.0f%%  %-9s %s\n", modes[m],
+		dma = ctr_delta(c0, n0, c1, n1, "p2p_bytes");
+		copied = ctr_delta(c0, n0, c1, n1, "cache_bytes");
+		printf("%-18s %6.0f %8.1f MiB %11.0f%%  %-9s ", modes[m],
 		       size / (t1 - t0) / 1e6, (rd1 - rd0) / 1048576.0,
 		       residency(fd, size),
-		       memcmp(dev, ref, size) ? "WRONG" : "verified", how[m]);
+		       memcmp(dev, ref, size) ? "WRONG" : "verified");
+		if (!m)
+			printf("drive DMAs straight into device memory\n");
+		else if (dma || copied)
+			printf("router: %.1f MiB drive DMA, %.1f MiB CPU copy\n",
+			       dma / 1048576.0, copied / 1048576.0);
+		else if (rd1 > rd0)
+			printf("drive -> page cache in RAM -> CPU copy\n");
+		else
+			printf("CPU copy from the page cache\n");
 		for (i = 0; i < n1; i++)
 			for (j = 0; j < n0; j++)
 				if (!strcmp(c1[i].name, c0[j].name) &&

@@ -264,10 +264,9 @@ TEST_F_TIMEOUT(odirect, unreachable_buffered, 180)
 }
 
 /*
- * The P-router's promise: a cold plain pread into device memory that the
- * drive can reach is served by P2P DMA, so it leaves the page cache
- * empty.  In 6.12 it is a CPU copy through the page cache: a known gap,
- * which the P-router issue closes.
+ * A cold plain pread into device memory that the drive can reach is
+ * served by P2P DMA, so it leaves the page cache empty: the P-router
+ * (mm/filemap_p2p.c) serves it, and router_test covers it in depth.
  */
 TEST_F_TIMEOUT(odirect, pread_bypasses_page_cache, 180)
 {
@@ -303,10 +302,5 @@ TEST_F_TIMEOUT(odirect, pread_bypasses_page_cache, 180)
 	free(ref);
 	free(vec);
 }
-
-/* Waits on the P-router issue (plain pread into device memory via P2P). */
-XFAIL_ADD(odirect, raw, pread_bypasses_page_cache);
-XFAIL_ADD(odirect, xfs, pread_bypasses_page_cache);
-XFAIL_ADD(odirect, ext4, pread_bypasses_page_cache);
 
 TEST_HARNESS_MAIN

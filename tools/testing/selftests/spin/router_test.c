@@ -1,0 +1,991 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The P2P router: a plain buffered pread() into device memory copies what
+ * the page cache holds and has the drive DMA the rest straight into the
+ * device, on XFS, on ext4, on the raw NVMe block device and on md raid0.
+ *
+ * Every read into device memory goes into memory poisoned with 0xa5 and is
+ * checked byte for byte against the pattern the file was written with (or
+ * a read of the same range into RAM).  The counters in
+ * /sys/kernel/mm/p2p_router/stats/ say how each read was served; the tests
+ * assert on their deltas around one read, so they must run alone.
+ */
+#include <stddef.h>
+#include <sys/sysmacros.h>
+#include <sys/uio.h>
+
+#include "spin_util.h"
+#include "../kselftest_harness.h"
+
+#define P2P_ROUTER	"/sys/kernel/mm/p2p_router"
+#define P2P_ENABLED	P2P_ROUTER "/enabled"
+#define P2P_COPY_MBPS	P2P_ROUTER "/copy_mbps"
+#define P2P_COST_NS	P2P_ROUTER "/p2p_cost_ns"
+#define P2P_STATS	P2P_ROUTER "/stats/"
+
+/* The documented defaults, which the expectations below are derived from. */
+#define DEFAULT_COST_NS		"4096:80000 131072:120000 1048576:380000"
+#define DEFAULT_COPY_MBPS	"4000"
+
+#define TRACEFS		"/sys/kernel/tracing"
+#define TRACE_EVENT_DIR	TRACEFS "/events/p2p_router/p2p_router_segment"
+
+#define FILE_SIZE	(16 * MiB + 3 * 4 * KiB + 100)	/* odd on purpose */
+#define MAP_LEN		(16 * MiB)
+#define READ_LEN	(8 * MiB)
+#define PAGE		(4 * KiB)
+#define POISON		0xa5
+#define MNT		"/mnt/spin-router"
+#define MD		"/dev/md0"
+
+/* Every counter in stats/, in one struct, so that tests can take deltas. */
+struct router_stats {
+	long long routed_reads;
+	long long p2p_segments;
+	long long p2p_bytes;
+	long long cache_segments;
+	long long cache_bytes;
+	long long folded_islands;
+	long long folded_bytes;
+	long long holes_via_cache;
+	long long unaligned_segments;
+	long long dirty_segments;
+	long long fallback_disabled;
+	long long fallback_no_p2p_queue;
+	long long fallback_not_device_memory;
+	long long fallback_unreachable;
+	long long fallback_eremoteio;
+	long long fallback_error;
+};
+
+#define STAT_FILE(name) { #name, offsetof(struct router_stats, name) }
+
+static const struct {
+	const char *name;
+	size_t off;
+} stat_files[] = {
+	STAT_FILE(routed_reads),
+	STAT_FILE(p2p_segments),
+	STAT_FILE(p2p_bytes),
+	STAT_FILE(cache_segments),
+	STAT_FILE(cache_bytes),
+	STAT_FILE(folded_islands),
+	STAT_FILE(folded_bytes),
+	STAT_FILE(holes_via_cache),
+	STAT_FILE(unaligned_segments),
+	STAT_FILE(dirty_segments),
+	STAT_FILE(fallback_disabled),
+	STAT_FILE(fallback_no_p2p_queue),
+	STAT_FILE(fallback_not_device_memory),
+	STAT_FILE(fallback_unreachable),
+	STAT_FILE(fallback_eremoteio),
+	STAT_FILE(fallback_error),
+};
+
+static void stats_read(struct router_stats *s)
+{
+	char path[PATH_MAX];
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_SIZE(stat_files); i++) {
+		snprintf(path, sizeof(path), P2P_STATS "%s", stat_files[i].name);
+		*(long long *)((char *)s + stat_files[i].off) =
+			sysfs_read_ll(path);
+	}
+}
+
+/* Whether every counter could be read: a missing one reads as -1. */
+static bool stats_readable(void)
+{
+	struct router_stats s;
+	unsigned int i;
+
+	stats_read(&s);
+	for (i = 0; i < ARRAY_SIZE(stat_files); i++)
+		if (*(long long *)((char *)&s + stat_files[i].off) < 0)
+			return false;
+	return true;
+}
+
+/* What changed since @before. */
+static void stats_delta(const struct router_stats *before,
+			struct router_stats *delta)
+{
+	struct router_stats now;
+	unsigned int i;
+
+	stats_read(&now);
+	for (i = 0; i < ARRAY_SIZE(stat_files); i++) {
+		size_t off = stat_files[i].off;
+
+		*(long long *)((char *)delta + off) =
+			*(long long *)((char *)&now + off) -
+			*(const long long *)((const char *)before + off);
+	}
+}
+
+/* The counters that moved, on one line: what a failing test needs to say. */
+static void stats_log(struct __test_metadata *_metadata, const char *what,
+		      const struct router_stats *delta)
+{
+	char line[1024];
+	size_t len = 0;
+	unsigned int i;
+
+	line[0] = '\0';
+	for (i = 0; i < ARRAY_SIZE(stat_files) && len < sizeof(line); i++) {
+		long long v = *(const long long *)((const char *)delta +
+						   stat_files[i].off);
+
+		if (v)
+			len += snprintf(line + len, sizeof(line) - len,
+					" %s=%lld", stat_files[i].name, v);
+	}
+	TH_LOG("%s:%s", what, len ? line : " no counter moved");
+}
+
+/* The tunables, as read from sysfs, to put back what a test changed. */
+struct router_knobs {
+	char enabled[16];
+	char copy_mbps[32];
+	char cost_ns[256];
+};
+
+static int knobs_save(struct router_knobs *k)
+{
+	if (sysfs_read(P2P_ENABLED, k->enabled, sizeof(k->enabled)) ||
+	    sysfs_read(P2P_COPY_MBPS, k->copy_mbps, sizeof(k->copy_mbps)) ||
+	    sysfs_read(P2P_COST_NS, k->cost_ns, sizeof(k->cost_ns)))
+		return -1;
+	return 0;
+}
+
+static int knobs_restore(const struct router_knobs *k)
+{
+	if (sysfs_write(P2P_COST_NS, k->cost_ns) ||
+	    sysfs_write(P2P_COPY_MBPS, k->copy_mbps) ||
+	    sysfs_write(P2P_ENABLED, k->enabled))
+		return -1;
+	return 0;
+}
+
+/* The state the expectations assume: on, with the documented cost model. */
+static int knobs_default(void)
+{
+	if (sysfs_write(P2P_COST_NS, DEFAULT_COST_NS) ||
+	    sysfs_write(P2P_COPY_MBPS, DEFAULT_COPY_MBPS) ||
+	    sysfs_write(P2P_ENABLED, "1"))
+		return -1;
+	return 0;
+}
+
+/*
+ * What an earlier test that crashed before its teardown may have left: the
+ * file system mounted, or the array assembled over the drives.
+ */
+static void router_cleanup(void)
+{
+	umount2(MNT, MNT_DETACH);
+	if (!access("/sys/block/md0", F_OK))
+		run_cmd("mdadm --stop " MD " 2>/dev/null");
+}
+
+static long long queue_limit(const char *blk, const char *attr)
+{
+	char path[PATH_MAX];
+
+	snprintf(path, sizeof(path), "/sys/block/%s/queue/%s", blk, attr);
+	return sysfs_read_ll(path);
+}
+
+/* Pages of [@off, @off + @len) of the file behind @fd in the page cache. */
+static long resident_pages(int fd, off_t off, size_t len)
+{
+	off_t start = off & ~(off_t)(PAGE - 1);
+	size_t maplen = off + len - start;
+	size_t pages = (maplen + PAGE - 1) / PAGE, i;
+	unsigned char *vec = malloc(pages);
+	long resident = -1;
+	void *map;
+
+	map = mmap(NULL, maplen, PROT_READ, MAP_SHARED, fd, start);
+	if (vec && map != MAP_FAILED && !mincore(map, maplen, vec))
+		for (resident = 0, i = 0; i < pages; i++)
+			resident += vec[i] & 1;
+	if (map != MAP_FAILED)
+		munmap(map, maplen);
+	free(vec);
+	return resident;
+}
+
+FIXTURE(router) {
+	char ns[2][NAME_MAX + 1];	/* the rig drives used */
+	char blk[NAME_MAX + 1];		/* the block device read from */
+	char nvme_dev[SYSFS_LEN];	/* PCI function of the first drive */
+	char provider[SYSFS_LEN];	/* device memory it can reach */
+	char path[PATH_MAX];		/* what is read: file or device */
+	int fd;				/* buffered: the reads under test */
+	int ref_fd;			/* buffered, no read-ahead: into RAM */
+	size_t size;
+	uint64_t seed;
+	long long lbs;			/* logical block size */
+	long long dma_align;		/* buffer alignment mask for DMA */
+	unsigned char *dev;		/* MAP_LEN of device memory */
+	unsigned char *ref;		/* the expected bytes */
+	unsigned char *ram;		/* scratch RAM for reads and writes */
+	bool mounted;
+	bool assembled;
+	bool knobs_saved;
+	struct router_knobs knobs;
+};
+
+FIXTURE_VARIANT(router) {
+	const char *fs;	/* NULL: the block device itself */
+	int nvme;	/* first rig drive */
+	int members;	/* > 1: md raid0 over that many rig drives */
+};
+
+FIXTURE_VARIANT_ADD(router, raw) { .fs = NULL, .nvme = 0, .members = 1 };
+FIXTURE_VARIANT_ADD(router, xfs) { .fs = "xfs", .nvme = 1, .members = 1 };
+FIXTURE_VARIANT_ADD(router, ext4) { .fs = "ext4", .nvme = 2, .members = 1 };
+FIXTURE_VARIANT_ADD(router, raid0) { .fs = NULL, .nvme = 0, .members = 2 };
+
+FIXTURE_SETUP(router)
+{
+	char cmd[1024], members[512] = "";
+	int i, wfd;
+
+	self->fd = self->ref_fd = -1;
+	if (access(P2P_ROUTER, F_OK))
+		SKIP(return, "no P2P router in this kernel (%s)", P2P_ROUTER);
+	ASSERT_TRUE(stats_readable());
+	for (i = 0; i < variant->members; i++) {
+		size_t l = strlen(members);
+
+		if (nvme_rig_ns(variant->nvme + i, self->ns[i],
+				sizeof(self->ns[i])))
+			SKIP(return, "rig NVMe drive %d not found",
+			     variant->nvme + i);
+		snprintf(members + l, sizeof(members) - l, " /dev/%s",
+			 self->ns[i]);
+	}
+	ASSERT_EQ(0, nvme_pci_dev(self->ns[0], self->nvme_dev,
+				  sizeof(self->nvme_dev)));
+	if (p2pmem_find(self->nvme_dev, true, self->provider,
+			sizeof(self->provider)))
+		SKIP(return, "no provider reachable from %s", self->ns[0]);
+	self->seed = getpid() ^ (uint64_t)variant->nvme << 32 ^
+		     (uint64_t)variant->members << 40;
+	self->size = FILE_SIZE;
+	router_cleanup();
+
+	if (variant->members > 1) {
+		for (i = 0; i < variant->members; i++) {
+			snprintf(cmd, sizeof(cmd),
+				 "mdadm --zero-superblock /dev/%s 2>/dev/null",
+				 self->ns[i]);
+			run_cmd(cmd);
+		}
+		snprintf(cmd, sizeof(cmd),
+			 "mdadm --create " MD " --run --quiet --force --assume-clean --level=0 --raid-devices=%d%s",
+			 variant->members, members);
+		if (run_cmd(cmd)) {
+			router_cleanup();
+			SKIP(return, "cannot assemble md raid0 over%s", members);
+		}
+		self->assembled = true;
+		snprintf(self->blk, sizeof(self->blk), "md0");
+		/* Without it the router is never asked: nothing to test. */
+		if (queue_limit(self->blk, "pci_p2pdma") != 1) {
+			router_cleanup();
+			SKIP(return, MD " does not pass P2PDMA");
+		}
+	} else {
+		snprintf(self->blk, sizeof(self->blk), "%s", self->ns[0]);
+	}
+
+	if (variant->fs) {
+		ASSERT_EQ(0, mkfs_mount(variant->fs, self->blk, MNT));
+		self->mounted = true;
+		snprintf(self->path, sizeof(self->path), MNT "/data");
+		wfd = open(self->path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	} else {
+		snprintf(self->path, sizeof(self->path), "/dev/%s", self->blk);
+		wfd = open(self->path, O_RDWR);
+	}
+	ASSERT_LE(0, wfd);
+	ASSERT_EQ(0, write_pattern(wfd, self->size, self->seed));
+	close(wfd);
+	ASSERT_EQ(0, drop_caches());
+
+	self->lbs = queue_limit(self->blk, "logical_block_size");
+	self->dma_align = queue_limit(self->blk, "dma_alignment");
+	ASSERT_LT(0, self->lbs);
+	ASSERT_LE(0, self->dma_align);
+
+	self->fd = open(self->path, O_RDONLY);
+	ASSERT_LE(0, self->fd);
+	/*
+	 * The reads that make ranges resident must make exactly those
+	 * ranges resident: with POSIX_FADV_RANDOM a read brings in the pages
+	 * it needs and no read-ahead around them.
+	 */
+	self->ref_fd = open(self->path, O_RDONLY);
+	ASSERT_LE(0, self->ref_fd);
+	ASSERT_EQ(0, posix_fadvise(self->ref_fd, 0, 0, POSIX_FADV_RANDOM));
+
+	self->ref = malloc(MAP_LEN);
+	self->ram = malloc(MAP_LEN);
+	ASSERT_NE(NULL, self->ref);
+	ASSERT_NE(NULL, self->ram);
+	/* Mapping p2pmem is what makes this process's reads candidates. */
+	self->dev = p2pmem_map(self->provider, MAP_LEN);
+	ASSERT_NE(NULL, self->dev);
+
+	/* Last: a setup that fails later would leave them changed. */
+	ASSERT_EQ(0, knobs_save(&self->knobs));
+	self->knobs_saved = true;
+	ASSERT_EQ(0, knobs_default());
+	TH_LOG("%s on %s (%s), provider %s, lbs %lld, dma alignment mask %lld",
+	       self->path, members + 1, self->nvme_dev, self->provider,
+	       self->lbs, self->dma_align);
+}
+
+FIXTURE_TEARDOWN(router)
+{
+	if (self->knobs_saved)
+		EXPECT_EQ(0, knobs_restore(&self->knobs));
+	if (self->dev)
+		munmap(self->dev, MAP_LEN);
+	free(self->ref);
+	free(self->ram);
+	if (self->fd >= 0)
+		close(self->fd);
+	if (self->ref_fd >= 0)
+		close(self->ref_fd);
+	if (self->mounted)
+		umount2(MNT, MNT_DETACH);
+	if (self->assembled)
+		run_cmd("mdadm --stop " MD " 2>/dev/null");
+}
+
+/* Where @buf differs from the pattern at file offset @off, or -1. */
+static long pattern_diff(FIXTURE_DATA(router) *self, const void *buf,
+			 size_t len, off_t off)
+{
+	pattern_fill(self->ref, len, off, self->seed);
+	return first_diff(buf, self->ref, len);
+}
+
+/* The read under test: into @buf, poisoned first. */
+static ssize_t poisoned_pread(FIXTURE_DATA(router) *self, unsigned char *buf,
+			      size_t len, off_t off)
+{
+	memset(buf, POISON, len);
+	return pread(self->fd, buf, len, off);
+}
+
+/* Read a range into RAM, without read-ahead, so that it is cached. */
+static int make_resident(FIXTURE_DATA(router) *self, off_t off, size_t len)
+{
+	if (pread(self->ref_fd, self->ram, len, off) != (ssize_t)len)
+		return -1;
+	return pattern_diff(self, self->ram, len, off) == -1 ? 0 : -1;
+}
+
+/*
+ * The promise: a cold read is DMAed straight into device memory and
+ * leaves the page cache as empty as it found it.
+ */
+TEST_F_TIMEOUT(router, cold_read_p2p, 180)
+{
+	long long len = READ_LEN, pages = READ_LEN / PAGE;
+	struct router_stats before, d;
+	long resident;
+
+	ASSERT_EQ(0, drop_caches());
+	stats_read(&before);
+	ASSERT_EQ(len, poisoned_pread(self, self->dev, len, 0));
+	stats_delta(&before, &d);
+	stats_log(_metadata, "cold 8 MiB", &d);
+	ASSERT_EQ(-1, pattern_diff(self, self->dev, len, 0));
+	EXPECT_LE(1, d.routed_reads);
+	EXPECT_LE(len / 10 * 9, d.p2p_bytes);
+
+	resident = resident_pages(self->ref_fd, 0, len);
+	TH_LOG("%ld of %lld pages cached after the read", resident, pages);
+	ASSERT_LE(0, resident);
+	EXPECT_GE(pages / 100, resident);
+}
+
+/* Everything cached: all of it is copied, and the drive is not asked. */
+TEST_F_TIMEOUT(router, warm_read_cache, 180)
+{
+	long long len = READ_LEN, off = 2 * MiB;
+	struct router_stats before, d;
+
+	ASSERT_EQ(0, drop_caches());
+	ASSERT_EQ(0, make_resident(self, off, len));
+	EXPECT_EQ(len / PAGE, resident_pages(self->ref_fd, off, len));
+
+	stats_read(&before);
+	ASSERT_EQ(len, poisoned_pread(self, self->dev, len, off));
+	stats_delta(&before, &d);
+	stats_log(_metadata, "warm 8 MiB", &d);
+	ASSERT_EQ(-1, pattern_diff(self, self->dev, len, off));
+	EXPECT_LE(1, d.routed_reads);
+	EXPECT_EQ(0, d.p2p_bytes);
+	EXPECT_EQ(len, d.cache_bytes);
+}
+
+/*
+ * A read of [0, READ_LEN) over a page cache that holds some of it: both
+ * paths serve part, together exactly all of it, and every byte that was
+ * cached is either copied or counted as folded into a DMA.  (An island at
+ * the start of the read has a DMA on one side only; folding it only lengthens
+ * the DMA, which with the defaults is the slower side, so it is copied: the
+ * tests make page 0 resident to have at least that one.)
+ */
+static void check_partial(struct __test_metadata *_metadata,
+			  FIXTURE_DATA(router) *self, const char *what)
+{
+	long long len = READ_LEN, cached;
+	struct router_stats before, d;
+
+	cached = resident_pages(self->ref_fd, 0, len);
+	TH_LOG("%s: %lld of %lld pages cached", what, cached, len / PAGE);
+	/* The premise: some cached, not all. */
+	ASSERT_LT(0, cached);
+	ASSERT_GT(len / PAGE, cached);
+	cached *= PAGE;
+
+	stats_read(&before);
+	ASSERT_EQ(len, poisoned_pread(self, self->dev, len, 0));
+	stats_delta(&before, &d);
+	stats_log(_metadata, what, &d);
+	ASSERT_EQ(-1, pattern_diff(self, self->dev, len, 0));
+	EXPECT_LT(0, d.p2p_bytes);
+	EXPECT_LT(0, d.cache_bytes);
+	EXPECT_EQ(len, d.p2p_bytes + d.cache_bytes);
+	EXPECT_LE(cached, d.cache_bytes + d.folded_bytes);
+}
+
+TEST_F_TIMEOUT(router, scattered_residency, 180)
+{
+	off_t off;
+
+	ASSERT_EQ(0, drop_caches());
+	for (off = 0; off < (off_t)READ_LEN; off += 128 * KiB)
+		ASSERT_EQ(0, make_resident(self, off, 64 * KiB));
+	check_partial(_metadata, self, "every other 64 KiB cached");
+}
+
+/* A fixed xorshift, not rand(): the same pages on every libc. */
+static uint64_t xorshift64(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+TEST_F_TIMEOUT(router, scattered_residency_random, 180)
+{
+	uint64_t rnd = 0x5eed2025c0ffeeULL;
+	size_t pages = READ_LEN / PAGE, i, run = 0;
+
+	TH_LOG("seed 0x%llx, 30%% of the pages", (unsigned long long)rnd);
+	ASSERT_EQ(0, drop_caches());
+	/* Runs of chosen pages are read at once: fewer syscalls, same pages. */
+	for (i = 0; i <= pages; i++) {
+		bool pick = i < pages && (!i || xorshift64(&rnd) % 100 < 30);
+
+		if (pick) {
+			run++;
+		} else if (run) {
+			ASSERT_EQ(0, make_resident(self, (i - run) * PAGE,
+						   run * PAGE));
+			run = 0;
+		}
+	}
+	check_partial(_metadata, self, "30% of the pages cached");
+}
+
+/*
+ * No alignment demanded of the caller: the bytes outside the logical
+ * blocks, and a whole segment whose buffer address at the start of the DMA
+ * the device cannot take, go through the page cache; the rest is DMAed.
+ * From a cold cache, exactly that aligned middle is DMAed.
+ */
+TEST_F_TIMEOUT(router, unaligned, 180)
+{
+	static const struct {
+		off_t off;
+		size_t len;
+		size_t buf_off;
+	} cases[] = {
+		{ 1, 4097 * 3, 0 },
+		{ 4095, 1 * MiB + 1, 0 },
+		{ 512 * 7, 777777, 64 },
+		{ 0, 3 * MiB, 3 },
+		{ 1, 1 * MiB, 1 },	/* buffer and file equally off: DMA */
+		{ 5 * 4 * KiB + 512, 2 * MiB + 1000, 0 },
+		{ 4 * KiB, 0, 0 },	/* nothing to read */
+	};
+	struct router_stats before, d;
+	unsigned int i;
+	size_t j;
+
+	for (i = 0; i < ARRAY_SIZE(cases); i++) {
+		long long off = cases[i].off, len = cases[i].len;
+		unsigned char *buf = self->dev + cases[i].buf_off;
+		long long d0 = (off + self->lbs - 1) / self->lbs * self->lbs;
+		long long d1 = (off + len) / self->lbs * self->lbs;
+		long long dma = 0;
+		char what[128];
+
+		if (d1 > d0 &&
+		    !(((uintptr_t)buf + (d0 - off)) & self->dma_align))
+			dma = d1 - d0;
+		ASSERT_EQ(0, drop_caches());
+		/* Poison around the buffer too: nothing may land there. */
+		memset(self->dev, POISON, cases[i].buf_off + len + PAGE);
+		stats_read(&before);
+		ASSERT_EQ(len, pread(self->fd, buf, len, off));
+		stats_delta(&before, &d);
+		snprintf(what, sizeof(what), "%lld bytes at %lld into +%zu",
+			 len, off, cases[i].buf_off);
+		stats_log(_metadata, what, &d);
+		ASSERT_EQ(-1, pattern_diff(self, buf, len, off));
+		for (j = 0; j < cases[i].buf_off; j++)
+			ASSERT_EQ(POISON, self->dev[j]);
+		for (j = 0; j < PAGE; j++)
+			ASSERT_EQ(POISON, buf[len + j]);
+		EXPECT_EQ(dma, d.p2p_bytes);
+		EXPECT_EQ(len - dma, d.cache_bytes);
+		if (len && dma != len)
+			EXPECT_LE(1, d.unaligned_segments);
+	}
+}
+
+/*
+ * A read across EOF is short, the bytes up to EOF are right, and nothing
+ * is written into the buffer past them: the DMA stops at the last whole
+ * block, and the partial block is copied up to EOF only.
+ */
+TEST_F_TIMEOUT(router, eof, 180)
+{
+	long long len = 1 * MiB, off, n, want, i;
+	struct router_stats before, d;
+
+	if (!variant->fs)
+		SKIP(return, "a block device has no EOF inside the drive");
+	ASSERT_NE(0, self->size % self->lbs);	/* the premise */
+	off = (self->size & ~(4 * KiB - 1)) - 256 * KiB;
+	want = self->size - off;
+
+	ASSERT_EQ(0, drop_caches());
+	memset(self->dev, POISON, len);
+	stats_read(&before);
+	n = pread(self->fd, self->dev, len, off);
+	stats_delta(&before, &d);
+	stats_log(_metadata, "across EOF", &d);
+	ASSERT_EQ(want, n);
+	ASSERT_EQ(-1, pattern_diff(self, self->dev, n, off));
+	for (i = n; i < len; i++)
+		if (self->dev[i] != POISON)
+			break;
+	EXPECT_EQ(len, i);
+	EXPECT_EQ(self->size / self->lbs * self->lbs - off, d.p2p_bytes);
+	EXPECT_EQ(n, d.p2p_bytes + d.cache_bytes);
+}
+
+/*
+ * Bytes written but not yet written back are in the page cache only: the
+ * read must return them, not what the disk still holds.
+ */
+TEST_F_TIMEOUT(router, dirty_not_bypassed, 180)
+{
+	static const struct { off_t off; size_t len; } writes[] = {
+		{ 12345, 5000 },
+		{ 1 * MiB + 100, 70000 },
+		{ 3 * MiB - 1, 2 },
+		{ 6 * MiB + 4 * KiB, 4 * KiB },
+		{ 8 * MiB - 700, 700 },
+	};
+	uint64_t seed2 = self->seed + 1;
+	long long len = READ_LEN;
+	struct router_stats before, d;
+	unsigned int i;
+	int wfd;
+
+	ASSERT_EQ(0, drop_caches());
+	/* Kept open until the read: no close-time flush of any kind. */
+	wfd = open(self->path, O_RDWR);
+	ASSERT_LE(0, wfd);
+	pattern_fill(self->ref, len, 0, self->seed);
+	for (i = 0; i < ARRAY_SIZE(writes); i++) {
+		off_t off = writes[i].off;
+
+		pattern_fill(self->ram, writes[i].len, off, seed2);
+		ASSERT_EQ((ssize_t)writes[i].len,
+			  pwrite(wfd, self->ram, writes[i].len, off));
+		memcpy(self->ref + off, self->ram, writes[i].len);
+	}
+
+	stats_read(&before);
+	ASSERT_EQ(len, poisoned_pread(self, self->dev, len, 0));
+	stats_delta(&before, &d);
+	stats_log(_metadata, "8 MiB over dirty ranges", &d);
+	close(wfd);
+	ASSERT_EQ(-1, first_diff(self->dev, self->ref, len));
+	EXPECT_LE(1, d.routed_reads);
+	EXPECT_LE(1, d.dirty_segments);
+}
+
+/*
+ * Holes and preallocated (unwritten) extents read as zeros: the direct
+ * I/O primitive zero-fills them, never returns stale blocks.
+ */
+TEST_F_TIMEOUT(router, holes_read_zero, 180)
+{
+	static const struct { off_t off; size_t len; } writes[] = {
+		{ 0, 64 * KiB },
+		{ 1 * MiB, 4 * KiB },
+		{ 2 * MiB + 12 * KiB, 20 * KiB },
+		{ 5 * MiB + 1000, 10000 },
+	};
+	const off_t punch = 16 * KiB, punch_len = 32 * KiB;
+	const off_t prealloc = 3 * MiB, prealloc_len = 1 * MiB;
+	const off_t inside = prealloc + 256 * KiB, inside_len = 8 * KiB;
+	uint64_t seed2 = self->seed ^ 0x5a5a5a5aULL;
+	long long len = READ_LEN;
+	struct router_stats before, d;
+	char path[PATH_MAX];
+	unsigned int i;
+	int fd;
+
+	if (!variant->fs)
+		SKIP(return, "a block device has no holes");
+	snprintf(path, sizeof(path), MNT "/sparse");
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, ftruncate(fd, len));
+	memset(self->ref, 0, len);
+	for (i = 0; i < ARRAY_SIZE(writes); i++) {
+		pattern_fill(self->ref + writes[i].off, writes[i].len,
+			     writes[i].off, seed2);
+		ASSERT_EQ((ssize_t)writes[i].len,
+			  pwrite(fd, self->ref + writes[i].off, writes[i].len,
+				 writes[i].off));
+	}
+	ASSERT_EQ(0, fsync(fd));
+	ASSERT_EQ(0, fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+			       punch, punch_len));
+	memset(self->ref + punch, 0, punch_len);
+	ASSERT_EQ(0, fallocate(fd, 0, prealloc, prealloc_len));
+	/* Part of the unwritten extent written: a mixed extent map. */
+	pattern_fill(self->ref + inside, inside_len, inside, seed2);
+	ASSERT_EQ((ssize_t)inside_len,
+		  pwrite(fd, self->ref + inside, inside_len, inside));
+	ASSERT_EQ(0, fsync(fd));
+	close(fd);
+	ASSERT_EQ(0, drop_caches());
+
+	fd = open(path, O_RDONLY);
+	ASSERT_LE(0, fd);
+	memset(self->dev, POISON, len);
+	stats_read(&before);
+	ASSERT_EQ(len, pread(fd, self->dev, len, 0));
+	stats_delta(&before, &d);
+	stats_log(_metadata, "sparse 8 MiB", &d);
+	close(fd);
+	ASSERT_EQ(-1, first_diff(self->dev, self->ref, len));
+	EXPECT_LE(1, d.routed_reads);
+	EXPECT_EQ(len, d.p2p_bytes + d.cache_bytes);
+}
+
+/*
+ * One preadv() into RAM and device memory: the RAM parts are ordinary
+ * copies, the device parts routed, all at the right file offsets.  The
+ * device parts start block aligned (the RAM part in front is 100000 bytes
+ * long), so that even a stack that wants 512-byte aligned buffers DMAs.
+ */
+TEST_F_TIMEOUT(router, mixed_iovec, 180)
+{
+	struct iovec iov[] = {
+		{ self->ram, 100000 },
+		{ self->dev, 2 * MiB },
+		{ self->ram + 1 * MiB, 4 * KiB },
+		{ self->dev + 8 * MiB, 1 * MiB + 7 },
+	};
+	long long off = 1 * MiB - 100000, total = 0, dev_bytes = 0, pos;
+	struct router_stats before, d;
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_SIZE(iov); i++) {
+		memset(iov[i].iov_base, POISON, iov[i].iov_len);
+		total += iov[i].iov_len;
+		if (i & 1)
+			dev_bytes += iov[i].iov_len;
+	}
+	ASSERT_EQ(0, drop_caches());
+	stats_read(&before);
+	ASSERT_EQ(total, preadv(self->fd, iov, ARRAY_SIZE(iov), off));
+	stats_delta(&before, &d);
+	stats_log(_metadata, "preadv RAM/device/RAM/device", &d);
+	for (pos = off, i = 0; i < ARRAY_SIZE(iov); i++) {
+		TH_LOG("iov %u: %zu bytes at %lld", i, iov[i].iov_len, pos);
+		ASSERT_EQ(-1, pattern_diff(self, iov[i].iov_base,
+					   iov[i].iov_len, pos));
+		pos += iov[i].iov_len;
+	}
+	EXPECT_LE(1, d.routed_reads);
+	EXPECT_LT(0, d.p2p_bytes);
+	/* Only the device memory parts are the router's to count. */
+	EXPECT_EQ(dev_bytes, d.p2p_bytes + d.cache_bytes);
+}
+
+/* Switched off, a read into device memory is the plain CPU copy again. */
+TEST_F_TIMEOUT(router, disabled, 180)
+{
+	long long len = READ_LEN;
+	struct router_stats before, d;
+	ssize_t n;
+
+	ASSERT_EQ(0, sysfs_write(P2P_ENABLED, "0"));
+	ASSERT_EQ(0, drop_caches());
+	stats_read(&before);
+	n = poisoned_pread(self, self->dev, len, 0);
+	stats_delta(&before, &d);
+	ASSERT_EQ(0, sysfs_write(P2P_ENABLED, "1"));
+	stats_log(_metadata, "disabled", &d);
+	ASSERT_EQ(len, n);
+	ASSERT_EQ(-1, pattern_diff(self, self->dev, len, 0));
+	EXPECT_LE(1, d.fallback_disabled);
+	EXPECT_EQ(0, d.routed_reads);
+	EXPECT_EQ(0, d.p2p_bytes);
+}
+
+/*
+ * Device memory the drive cannot reach: the read is a CPU copy and
+ * returns everything, never EREMOTEIO.  For a drive the router sees that
+ * up front; an md array has no PCI function of its own, so the router
+ * tries, the members refuse the mapping with EREMOTEIO, and the router
+ * copies instead (see p2p_dma_device()).
+ */
+TEST_F_TIMEOUT(router, unreachable, 180)
+{
+	long long len = READ_LEN, off = 4 * KiB;
+	char provider[SYSFS_LEN];
+	struct router_stats before, d;
+	unsigned char *far;
+
+	if (p2pmem_find(self->nvme_dev, false, provider, sizeof(provider)))
+		SKIP(return, "no provider that %s cannot reach", self->ns[0]);
+	TH_LOG("unreachable provider %s", provider);
+	far = p2pmem_map(provider, len);
+	ASSERT_NE(NULL, far);
+
+	ASSERT_EQ(0, drop_caches());
+	memset(far, POISON, len);
+	stats_read(&before);
+	ASSERT_EQ(len, pread(self->fd, far, len, off));
+	stats_delta(&before, &d);
+	stats_log(_metadata, "unreachable", &d);
+	ASSERT_EQ(-1, pattern_diff(self, far, len, off));
+	if (variant->members > 1) {
+		EXPECT_LE(1, d.fallback_eremoteio);
+	} else {
+		EXPECT_LE(1, d.fallback_unreachable);
+		EXPECT_EQ(0, d.routed_reads);
+		EXPECT_EQ(0, d.p2p_bytes);
+	}
+	munmap(far, len);
+}
+
+/*
+ * Cached islands between holes, with a DMA that costs mostly latency and
+ * a slow copy: one long DMA over holes and islands beats copying the
+ * islands, so the router folds them in.
+ */
+TEST_F_TIMEOUT(router, fold_islands, 180)
+{
+	long long len = READ_LEN;
+	struct router_stats before, d;
+	off_t off;
+
+	ASSERT_EQ(0, sysfs_write(P2P_COST_NS, "4096:1000000 8388608:1100000"));
+	ASSERT_EQ(0, sysfs_write(P2P_COPY_MBPS, "100"));
+	ASSERT_EQ(0, drop_caches());
+	for (off = 0; off < (off_t)len; off += 256 * KiB)
+		ASSERT_EQ(0, make_resident(self, off, 8 * KiB));
+
+	stats_read(&before);
+	ASSERT_EQ(len, poisoned_pread(self, self->dev, len, 0));
+	stats_delta(&before, &d);
+	stats_log(_metadata, "8 KiB islands every 256 KiB", &d);
+	ASSERT_EQ(0, knobs_default());
+	ASSERT_EQ(-1, pattern_diff(self, self->dev, len, 0));
+	EXPECT_LE(1, d.folded_islands);
+	EXPECT_LT(0, d.folded_bytes);
+	EXPECT_EQ(len, d.p2p_bytes + d.cache_bytes);
+}
+
+static int trace_clear(void)
+{
+	int fd = open(TRACEFS "/trace", O_WRONLY | O_TRUNC);
+
+	if (fd < 0)
+		return -errno;
+	close(fd);
+	return 0;
+}
+
+/* The whole trace buffer as text, NUL-terminated; free() it. */
+static char *trace_slurp(void)
+{
+	size_t cap = 1 * MiB, len = 0;
+	char *buf = malloc(cap), *bigger;
+	ssize_t n;
+	int fd;
+
+	fd = open(TRACEFS "/trace", O_RDONLY);
+	if (fd < 0 || !buf)
+		goto fail;
+	while ((n = read(fd, buf + len, cap - len - 1)) > 0) {
+		len += n;
+		if (cap - len - 1 == 0) {
+			bigger = realloc(buf, cap * 2);
+			if (!bigger)
+				goto fail;
+			buf = bigger;
+			cap *= 2;
+		}
+	}
+	close(fd);
+	buf[len] = '\0';
+	return buf;
+fail:
+	if (fd >= 0)
+		close(fd);
+	free(buf);
+	return NULL;
+}
+
+/*
+ * The tracepoint says how each segment was served: a cold read has at
+ * least one segment that went "path p2p", for this file.
+ */
+TEST_F_TIMEOUT(router, tracepoint, 180)
+{
+	long long len = 1 * MiB;
+	char key[128], *trace, *line, *save;
+	const char *found = NULL;
+	struct stat st;
+	ssize_t n;
+
+	if (access(TRACEFS "/trace", F_OK) &&
+	    mount("tracefs", TRACEFS, "tracefs", 0, NULL))
+		SKIP(return, "no tracefs at " TRACEFS);
+	if (access(TRACEFS "/events", F_OK))
+		SKIP(return, "no event tracing in this kernel");
+	ASSERT_EQ(0, access(TRACE_EVENT_DIR "/enable", F_OK));
+
+	/* The event names the inode: the file's, or the block device's. */
+	ASSERT_EQ(0, stat(self->path, &st));
+	if (S_ISBLK(st.st_mode))
+		snprintf(key, sizeof(key), "dev %u:%u ino ",
+			 major(st.st_rdev), minor(st.st_rdev));
+	else
+		snprintf(key, sizeof(key), "dev %u:%u ino 0x%lx ",
+			 major(st.st_dev), minor(st.st_dev),
+			 (unsigned long)st.st_ino);
+
+	ASSERT_EQ(0, trace_clear());
+	ASSERT_EQ(0, sysfs_write(TRACEFS "/tracing_on", "1"));
+	ASSERT_EQ(0, drop_caches());
+	ASSERT_EQ(0, sysfs_write(TRACE_EVENT_DIR "/enable", "1"));
+	n = poisoned_pread(self, self->dev, len, 0);
+	EXPECT_EQ(0, sysfs_write(TRACE_EVENT_DIR "/enable", "0"));
+	trace = trace_slurp();
+	EXPECT_EQ(0, trace_clear());
+	ASSERT_NE(NULL, trace);
+	ASSERT_EQ(len, n);
+	ASSERT_EQ(-1, pattern_diff(self, self->dev, len, 0));
+
+	for (line = strtok_r(trace, "\n", &save); line && !found;
+	     line = strtok_r(NULL, "\n", &save))
+		if (strstr(line, "p2p_router_segment:") &&
+		    strstr(line, key) && strstr(line, " path p2p "))
+			found = line;
+	if (found)
+		TH_LOG("%s", found);
+	else
+		TH_LOG("no \"%s... path p2p\" line in the trace", key);
+	EXPECT_NE(NULL, found);
+	free(trace);
+}
+
+/*
+ * The cost model's knobs take only what makes sense, and a bad write
+ * changes nothing.  (An empty value is written as "\n", what "echo >"
+ * writes: sysfs never passes a zero-length write to the store method.)
+ */
+TEST(knobs_validate)
+{
+	static const char *const bad_cost[] = {
+		"\n",
+		" ",					/* only blanks */
+		"4096:1",				/* one point */
+		"8192:5 4096:9",			/* sizes shrink */
+		"4096:9 8192:5",			/* time shrinks */
+		"4096:1 4096:2",			/* sizes not increasing */
+		"abc",
+		"4096 8192:1",				/* no colon */
+		"0:1 4096:2",				/* no bytes */
+		"4096:1 2147483648:2",			/* over 1 GiB */
+		"4096:1 8192:2 12288:3 16384:4 20480:5 24576:6 28672:7 32768:8 36864:9",
+	};
+	static const char *const bad_mbps[] = { "0", "1000001", "-1", "abc" };
+	const char *good = "4096:1000 65536:9000";
+	const char *eight = "4096:1 8192:2 12288:3 16384:4 20480:5 24576:6 28672:7 32768:8";
+	char saved_cost[256], saved_mbps[32], cur[256];
+	unsigned int i;
+
+	if (access(P2P_ROUTER, F_OK))
+		SKIP(return, "no P2P router in this kernel (%s)", P2P_ROUTER);
+	ASSERT_EQ(0, sysfs_read(P2P_COST_NS, saved_cost, sizeof(saved_cost)));
+	ASSERT_EQ(0, sysfs_read(P2P_COPY_MBPS, saved_mbps, sizeof(saved_mbps)));
+	TH_LOG("p2p_cost_ns \"%s\", copy_mbps %s", saved_cost, saved_mbps);
+
+	ASSERT_EQ(0, sysfs_write(P2P_COST_NS, eight));
+	ASSERT_EQ(0, sysfs_read(P2P_COST_NS, cur, sizeof(cur)));
+	EXPECT_STREQ(eight, cur);
+	ASSERT_EQ(0, sysfs_write(P2P_COST_NS, good));
+	ASSERT_EQ(0, sysfs_read(P2P_COST_NS, cur, sizeof(cur)));
+	EXPECT_STREQ(good, cur);
+	for (i = 0; i < ARRAY_SIZE(bad_cost); i++) {
+		EXPECT_EQ(-EINVAL, sysfs_write(P2P_COST_NS, bad_cost[i]))
+			TH_LOG("p2p_cost_ns \"%s\" accepted", bad_cost[i]);
+		ASSERT_EQ(0, sysfs_read(P2P_COST_NS, cur, sizeof(cur)));
+		EXPECT_STREQ(good, cur);
+	}
+
+	ASSERT_EQ(0, sysfs_write(P2P_COPY_MBPS, "1234"));
+	ASSERT_EQ(0, sysfs_read(P2P_COPY_MBPS, cur, sizeof(cur)));
+	EXPECT_STREQ("1234", cur);
+	for (i = 0; i < ARRAY_SIZE(bad_mbps); i++) {
+		EXPECT_EQ(-EINVAL, sysfs_write(P2P_COPY_MBPS, bad_mbps[i]))
+			TH_LOG("copy_mbps \"%s\" accepted", bad_mbps[i]);
+		ASSERT_EQ(0, sysfs_read(P2P_COPY_MBPS, cur, sizeof(cur)));
+		EXPECT_STREQ("1234", cur);
+	}
+
+	EXPECT_EQ(0, sysfs_write(P2P_COST_NS, saved_cost));
+	EXPECT_EQ(0, sysfs_write(P2P_COPY_MBPS, saved_mbps));
+	ASSERT_EQ(0, sysfs_read(P2P_COST_NS, cur, sizeof(cur)));
+	EXPECT_STREQ(saved_cost, cur);
+}
+
+TEST_HARNESS_MAIN

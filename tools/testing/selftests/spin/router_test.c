@@ -962,9 +962,16 @@ TEST(knobs_validate)
 	static const char *const bad_mbps[] = { "0", "1000001", "-1", "abc" };
 	const char *good = "4096:1000 65536:9000";
 	const char *eight = "4096:1 8192:2 12288:3 16384:4 20480:5 24576:6 28672:7 32768:8";
-	char saved_cost[256], saved_mbps[32], saved_from[32];
+	static const struct {
+		const char *path;
+		const char *good;
+	} mbps_knobs[] = {
+		{ P2P_COPY_MBPS, "1234" },
+		{ P2P_COPY_FROM, "321" },
+	};
+	char saved_cost[256], saved_mbps[32];
 	char cur[256];
-	unsigned int i;
+	unsigned int i, k;
 
 	if (access(P2P_ROUTER, F_OK))
 		SKIP(return, "no P2P router in this kernel (%s)", P2P_ROUTER);
@@ -985,31 +992,25 @@ TEST(knobs_validate)
 		EXPECT_STREQ(good, cur);
 	}
 
-	ASSERT_EQ(0, sysfs_write(P2P_COPY_MBPS, "1234"));
-	ASSERT_EQ(0, sysfs_read(P2P_COPY_MBPS, cur, sizeof(cur)));
-	EXPECT_STREQ("1234", cur);
-	for (i = 0; i < ARRAY_SIZE(bad_mbps); i++) {
-		EXPECT_EQ(-EINVAL, sysfs_write(P2P_COPY_MBPS, bad_mbps[i]))
-			TH_LOG("copy_mbps \"%s\" accepted", bad_mbps[i]);
-		ASSERT_EQ(0, sysfs_read(P2P_COPY_MBPS, cur, sizeof(cur)));
-		EXPECT_STREQ("1234", cur);
-	}
+	/* Both bandwidth knobs take the same values. */
+	for (k = 0; k < ARRAY_SIZE(mbps_knobs); k++) {
+		const char *path = mbps_knobs[k].path, *val = mbps_knobs[k].good;
+		char saved[32];
 
-	/* copy_from_mbps takes the same values. */
-	ASSERT_EQ(0, sysfs_read(P2P_COPY_FROM, saved_from, sizeof(saved_from)));
-	ASSERT_EQ(0, sysfs_write(P2P_COPY_FROM, "321"));
-	ASSERT_EQ(0, sysfs_read(P2P_COPY_FROM, cur, sizeof(cur)));
-	EXPECT_STREQ("321", cur);
-	for (i = 0; i < ARRAY_SIZE(bad_mbps); i++) {
-		EXPECT_EQ(-EINVAL, sysfs_write(P2P_COPY_FROM, bad_mbps[i]))
-			TH_LOG("copy_from_mbps \"%s\" accepted", bad_mbps[i]);
-		ASSERT_EQ(0, sysfs_read(P2P_COPY_FROM, cur, sizeof(cur)));
-		EXPECT_STREQ("321", cur);
+		ASSERT_EQ(0, sysfs_read(path, saved, sizeof(saved)));
+		ASSERT_EQ(0, sysfs_write(path, val));
+		ASSERT_EQ(0, sysfs_read(path, cur, sizeof(cur)));
+		EXPECT_STREQ(val, cur);
+		for (i = 0; i < ARRAY_SIZE(bad_mbps); i++) {
+			EXPECT_EQ(-EINVAL, sysfs_write(path, bad_mbps[i]))
+				TH_LOG("%s \"%s\" accepted", path, bad_mbps[i]);
+			ASSERT_EQ(0, sysfs_read(path, cur, sizeof(cur)));
+			EXPECT_STREQ(val, cur);
+		}
+		EXPECT_EQ(0, sysfs_write(path, saved));
 	}
-	EXPECT_EQ(0, sysfs_write(P2P_COPY_FROM, saved_from));
 
 	EXPECT_EQ(0, sysfs_write(P2P_COST_NS, saved_cost));
-	EXPECT_EQ(0, sysfs_write(P2P_COPY_MBPS, saved_mbps));
 	ASSERT_EQ(0, sysfs_read(P2P_COST_NS, cur, sizeof(cur)));
 	EXPECT_STREQ(saved_cost, cur);
 }

@@ -22,6 +22,7 @@
 #define P2P_COPY_MBPS	P2P_ROUTER "/copy_mbps"
 #define P2P_COPY_FROM	P2P_ROUTER "/copy_from_mbps"
 #define P2P_COST_NS	P2P_ROUTER "/p2p_cost_ns"
+#define P2P_RA_KB	P2P_ROUTER "/readahead_kb"
 #define P2P_STATS	P2P_ROUTER "/stats/"
 
 /* The documented defaults, which the expectations below are derived from. */
@@ -29,7 +30,6 @@
 #define DEFAULT_COPY_MBPS	"4000"
 #define DEFAULT_COPY_FROM	"200"
 
-#define TRACEFS		"/sys/kernel/tracing"
 #define TRACE_EVENT_DIR	TRACEFS "/events/p2p_router/p2p_router_segment"
 
 #define FILE_SIZE	(16 * MiB + 3 * 4 * KiB + 100)	/* odd on purpose */
@@ -158,6 +158,7 @@ struct router_knobs {
 	char copy_mbps[32];
 	char copy_from[32];
 	char cost_ns[256];
+	char ra_kb[32];
 };
 
 static int knobs_save(struct router_knobs *k)
@@ -165,7 +166,8 @@ static int knobs_save(struct router_knobs *k)
 	if (sysfs_read(P2P_ENABLED, k->enabled, sizeof(k->enabled)) ||
 	    sysfs_read(P2P_COPY_MBPS, k->copy_mbps, sizeof(k->copy_mbps)) ||
 	    sysfs_read(P2P_COPY_FROM, k->copy_from, sizeof(k->copy_from)) ||
-	    sysfs_read(P2P_COST_NS, k->cost_ns, sizeof(k->cost_ns)))
+	    sysfs_read(P2P_COST_NS, k->cost_ns, sizeof(k->cost_ns)) ||
+	    sysfs_read(P2P_RA_KB, k->ra_kb, sizeof(k->ra_kb)))
 		return -1;
 	return 0;
 }
@@ -175,17 +177,23 @@ static int knobs_restore(const struct router_knobs *k)
 	if (sysfs_write(P2P_COST_NS, k->cost_ns) ||
 	    sysfs_write(P2P_COPY_MBPS, k->copy_mbps) ||
 	    sysfs_write(P2P_COPY_FROM, k->copy_from) ||
+	    sysfs_write(P2P_RA_KB, k->ra_kb) ||
 	    sysfs_write(P2P_ENABLED, k->enabled))
 		return -1;
 	return 0;
 }
 
-/* The state the expectations assume: on, with the documented cost model. */
+/*
+ * The state the expectations assume: on, with the documented cost model,
+ * and P-readahead off, so that small reads are routed (readahead_test
+ * covers P-readahead).
+ */
 static int knobs_default(void)
 {
 	if (sysfs_write(P2P_COST_NS, DEFAULT_COST_NS) ||
 	    sysfs_write(P2P_COPY_MBPS, DEFAULT_COPY_MBPS) ||
 	    sysfs_write(P2P_COPY_FROM, DEFAULT_COPY_FROM) ||
+	    sysfs_write(P2P_RA_KB, "0") ||
 	    sysfs_write(P2P_ENABLED, "1"))
 		return -1;
 	return 0;
@@ -208,26 +216,6 @@ static long long queue_limit(const char *blk, const char *attr)
 
 	snprintf(path, sizeof(path), "/sys/block/%s/queue/%s", blk, attr);
 	return sysfs_read_ll(path);
-}
-
-/* Pages of [@off, @off + @len) of the file behind @fd in the page cache. */
-static long resident_pages(int fd, off_t off, size_t len)
-{
-	off_t start = off & ~(off_t)(PAGE - 1);
-	size_t maplen = off + len - start;
-	size_t pages = (maplen + PAGE - 1) / PAGE, i;
-	unsigned char *vec = malloc(pages);
-	long resident = -1;
-	void *map;
-
-	map = mmap(NULL, maplen, PROT_READ, MAP_SHARED, fd, start);
-	if (vec && map != MAP_FAILED && !mincore(map, maplen, vec))
-		for (resident = 0, i = 0; i < pages; i++)
-			resident += vec[i] & 1;
-	if (map != MAP_FAILED)
-		munmap(map, maplen);
-	free(vec);
-	return resident;
 }
 
 FIXTURE(router) {
@@ -490,15 +478,6 @@ TEST_F_TIMEOUT(router, scattered_residency, 180)
 	for (off = 0; off < (off_t)READ_LEN; off += 128 * KiB)
 		ASSERT_EQ(0, make_resident(self, off, 64 * KiB));
 	check_partial(_metadata, self, "every other 64 KiB cached");
-}
-
-/* A fixed xorshift, not rand(): the same pages on every libc. */
-static uint64_t xorshift64(uint64_t *s)
-{
-	*s ^= *s << 13;
-	*s ^= *s >> 7;
-	*s ^= *s << 17;
-	return *s;
 }
 
 TEST_F_TIMEOUT(router, scattered_residency_random, 180)
@@ -842,47 +821,6 @@ TEST_F_TIMEOUT(router, fold_islands, 180)
 	EXPECT_LE(1, d.folded_islands);
 	EXPECT_LT(0, d.folded_bytes);
 	EXPECT_EQ(len, d.p2p_bytes + d.cache_bytes);
-}
-
-static int trace_clear(void)
-{
-	int fd = open(TRACEFS "/trace", O_WRONLY | O_TRUNC);
-
-	if (fd < 0)
-		return -errno;
-	close(fd);
-	return 0;
-}
-
-/* The whole trace buffer as text, NUL-terminated; free() it. */
-static char *trace_slurp(void)
-{
-	size_t cap = 1 * MiB, len = 0;
-	char *buf = malloc(cap), *bigger;
-	ssize_t n;
-	int fd;
-
-	fd = open(TRACEFS "/trace", O_RDONLY);
-	if (fd < 0 || !buf)
-		goto fail;
-	while ((n = read(fd, buf + len, cap - len - 1)) > 0) {
-		len += n;
-		if (cap - len - 1 == 0) {
-			bigger = realloc(buf, cap * 2);
-			if (!bigger)
-				goto fail;
-			buf = bigger;
-			cap *= 2;
-		}
-	}
-	close(fd);
-	buf[len] = '\0';
-	return buf;
-fail:
-	if (fd >= 0)
-		close(fd);
-	free(buf);
-	return NULL;
 }
 
 /*

@@ -300,6 +300,83 @@ static inline int mkfs_mount(const char *fs, const char *ns, const char *mnt)
 	return mount(cmd, mnt, fs, 0, NULL) ? -errno : 0;
 }
 
+/*
+ * Pages of [@off, @off + @len) of the file behind @fd in the page cache.
+ * mincore() on a mapping that is never touched: it neither faults pages
+ * in nor marks them accessed.  -1 on error.
+ */
+static inline long resident_pages(int fd, off_t off, size_t len)
+{
+	const off_t page = sysconf(_SC_PAGESIZE);
+	off_t start = off & ~(page - 1);
+	size_t maplen = off + len - start;
+	size_t pages = (maplen + page - 1) / page, i;
+	unsigned char *vec = malloc(pages);
+	long resident = -1;
+	void *map;
+
+	map = mmap(NULL, maplen, PROT_READ, MAP_SHARED, fd, start);
+	if (vec && map != MAP_FAILED && !mincore(map, maplen, vec))
+		for (resident = 0, i = 0; i < pages; i++)
+			resident += vec[i] & 1;
+	if (map != MAP_FAILED)
+		munmap(map, maplen);
+	free(vec);
+	return resident;
+}
+
+/* A fixed xorshift, not rand(): the same sequence on every libc. */
+static inline uint64_t xorshift64(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+#define TRACEFS		"/sys/kernel/tracing"
+
+static inline int trace_clear(void)
+{
+	int fd = open(TRACEFS "/trace", O_WRONLY | O_TRUNC);
+
+	if (fd < 0)
+		return -errno;
+	close(fd);
+	return 0;
+}
+
+/* The whole trace buffer as text, NUL-terminated; free() it. */
+static inline char *trace_slurp(void)
+{
+	size_t cap = 1 * MiB, len = 0;
+	char *buf = malloc(cap), *bigger;
+	ssize_t n;
+	int fd;
+
+	fd = open(TRACEFS "/trace", O_RDONLY);
+	if (fd < 0 || !buf)
+		goto fail;
+	while ((n = read(fd, buf + len, cap - len - 1)) > 0) {
+		len += n;
+		if (cap - len - 1 == 0) {
+			bigger = realloc(buf, cap * 2);
+			if (!bigger)
+				goto fail;
+			buf = bigger;
+			cap *= 2;
+		}
+	}
+	close(fd);
+	buf[len] = '\0';
+	return buf;
+fail:
+	if (fd >= 0)
+		close(fd);
+	free(buf);
+	return NULL;
+}
+
 /* Index of the first differing byte, or -1 when equal. */
 static inline long first_diff(const void *a, const void *b, size_t len)
 {

@@ -1,0 +1,1297 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * P-readahead: small sequential buffered reads into device memory are
+ * served through the page cache with read-ahead, one copy per request,
+ * instead of one DMA per request.  The folios that read-ahead brings in
+ * for them sit in a bounded "device partition" of the page cache, with
+ * its own eviction (oldest first), and are the first to go when memory is
+ * reclaimed.  A CPU reader (read() into RAM, an mmap fault) promotes a
+ * partition page to an ordinary page-cache page.
+ *
+ * Tested on XFS and ext4, each with MGLRU and with the classic LRU: the
+ * policy (sequential, small, not POSIX_FADV_RANDOM, knob on, router on),
+ * the cap and its eviction order, promotion, reclaim taking partition
+ * folios before normal ones (a memory cgroup's memory.reclaim),
+ * POSIX_FADV_SEQUENTIAL and POSIX_FADV_NOREUSE, concurrent readers,
+ * removal by hole punch, truncate, POSIX_FADV_DONTNEED and drop_caches,
+ * the knob's validation and the tracepoint.
+ *
+ * Every read into device memory goes into memory poisoned with 0xa5 and
+ * is checked byte for byte against the pattern the file was written with.
+ * The counters in /sys/kernel/mm/p2p_router/stats/ say how the reads were
+ * served; the tests assert on their deltas and on the partition gauge,
+ * which are global, so they must run alone.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE	/* fallocate(); lib.mk passes it too */
+#endif
+#include <pthread.h>
+#include <stddef.h>
+#include <sys/sysinfo.h>
+#include <sys/sysmacros.h>
+
+#include "spin_util.h"
+#include "../kselftest_harness.h"
+
+#define P2P_ROUTER	"/sys/kernel/mm/p2p_router"
+#define P2P_ENABLED	P2P_ROUTER "/enabled"
+#define P2P_COPY_MBPS	P2P_ROUTER "/copy_mbps"
+#define P2P_COPY_FROM	P2P_ROUTER "/copy_from_mbps"
+#define P2P_COST_NS	P2P_ROUTER "/p2p_cost_ns"
+#define P2P_RA_KB	P2P_ROUTER "/readahead_kb"
+#define P2P_STATS	P2P_ROUTER "/stats/"
+#define P2P_RA_GAUGE	P2P_STATS "ra_partition_pages"
+#define LRU_GEN		"/sys/kernel/mm/lru_gen/enabled"
+
+/* The router's documented defaults, as router_test sets them. */
+#define DEFAULT_COST_NS		"4096:80000 131072:120000 1048576:380000"
+#define DEFAULT_COPY_MBPS	"4000"
+#define DEFAULT_COPY_FROM	"200"
+/* readahead_kb's default in the rig (RAM/1024, at least 4096 KiB). */
+#define DEFAULT_RA_KB		4096
+/* The drive's read-ahead window the policy is measured against. */
+#define BDI_RA_KB		"128"
+
+#define TRACE_EVENT_DIR	TRACEFS "/events/p2p_router/p2p_ra_partition"
+
+#define CG_ROOT		"/sys/fs/cgroup"
+#define CG_CHILD	CG_ROOT "/spin-readahead"
+
+#define FILE_SIZE	(32 * MiB)
+#define MAP_LEN		(16 * MiB)
+#define DEV_WINDOW	(2 * MiB)	/* device memory one reader cycles through */
+#define PAGE		(4 * KiB)
+#define REQ		(16 * KiB)	/* the usual request */
+#define SLACK_KB	512		/* what the partition may overshoot its cap by */
+#define POISON		0xa5
+#define MNT		"/mnt/spin-readahead"
+
+/* The counters the tests look at, in one struct, so that they can take deltas. */
+struct ra_stats {
+	long long routed_reads;
+	long long p2p_segments;
+	long long p2p_bytes;
+	long long cache_bytes;
+	long long fallback_disabled;
+	long long ra_reads;
+	long long ra_pages;
+	long long ra_hits;
+	long long ra_evicted;
+	long long ra_promoted;
+	long long ra_removed;
+	long long ra_partition_pages;	/* a gauge: its delta is a change */
+};
+
+#define STAT_FILE(name) { #name, offsetof(struct ra_stats, name) }
+
+static const struct {
+	const char *name;
+	size_t off;
+} stat_files[] = {
+	STAT_FILE(routed_reads),
+	STAT_FILE(p2p_segments),
+	STAT_FILE(p2p_bytes),
+	STAT_FILE(cache_bytes),
+	STAT_FILE(fallback_disabled),
+	STAT_FILE(ra_reads),
+	STAT_FILE(ra_pages),
+	STAT_FILE(ra_hits),
+	STAT_FILE(ra_evicted),
+	STAT_FILE(ra_promoted),
+	STAT_FILE(ra_removed),
+	STAT_FILE(ra_partition_pages),
+};
+
+static void stats_read(struct ra_stats *s)
+{
+	char path[PATH_MAX];
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_SIZE(stat_files); i++) {
+		snprintf(path, sizeof(path), P2P_STATS "%s", stat_files[i].name);
+		*(long long *)((char *)s + stat_files[i].off) =
+			sysfs_read_ll(path);
+	}
+}
+
+/* Whether every counter could be read: a missing one reads as -1. */
+static bool stats_readable(void)
+{
+	struct ra_stats s;
+	unsigned int i;
+
+	stats_read(&s);
+	for (i = 0; i < ARRAY_SIZE(stat_files); i++)
+		if (*(long long *)((char *)&s + stat_files[i].off) < 0)
+			return false;
+	return true;
+}
+
+/* What changed since @before. */
+static void stats_delta(const struct ra_stats *before, struct ra_stats *delta)
+{
+	struct ra_stats now;
+	unsigned int i;
+
+	stats_read(&now);
+	for (i = 0; i < ARRAY_SIZE(stat_files); i++) {
+		size_t off = stat_files[i].off;
+
+		*(long long *)((char *)delta + off) =
+			*(long long *)((char *)&now + off) -
+			*(const long long *)((const char *)before + off);
+	}
+}
+
+/* The counters that moved, on one line: what a failing test needs to say. */
+static void stats_log(struct __test_metadata *_metadata, const char *what,
+		      const struct ra_stats *delta)
+{
+	char line[1024];
+	size_t len = 0;
+	unsigned int i;
+
+	line[0] = '\0';
+	for (i = 0; i < ARRAY_SIZE(stat_files) && len < sizeof(line); i++) {
+		long long v = *(const long long *)((const char *)delta +
+						   stat_files[i].off);
+
+		if (v)
+			len += snprintf(line + len, sizeof(line) - len,
+					" %s=%lld", stat_files[i].name, v);
+	}
+	TH_LOG("%s:%s", what, len ? line : " no counter moved");
+}
+
+/* Pages in the partition now. */
+static long long partition_pages(void)
+{
+	return sysfs_read_ll(P2P_RA_GAUGE);
+}
+
+/* The most pages the partition may hold with a cap of @kb KiB. */
+static long long partition_limit(long long kb)
+{
+	return (kb + SLACK_KB) * KiB / PAGE;
+}
+
+static int set_ra_kb(long long kb)
+{
+	char val[32];
+
+	snprintf(val, sizeof(val), "%lld", kb);
+	return sysfs_write(P2P_RA_KB, val);
+}
+
+/* The tunables, as read from sysfs, to put back what a test changed. */
+struct ra_knobs {
+	char enabled[16];
+	char copy_mbps[32];
+	char copy_from[32];
+	char cost_ns[256];
+	char readahead_kb[32];
+	char bdi_ra_kb[32];
+	char lru_gen[32];	/* empty without CONFIG_LRU_GEN */
+};
+
+static int knobs_save(struct ra_knobs *k, const char *bdi_ra)
+{
+	if (sysfs_read(P2P_ENABLED, k->enabled, sizeof(k->enabled)) ||
+	    sysfs_read(P2P_COPY_MBPS, k->copy_mbps, sizeof(k->copy_mbps)) ||
+	    sysfs_read(P2P_COPY_FROM, k->copy_from, sizeof(k->copy_from)) ||
+	    sysfs_read(P2P_COST_NS, k->cost_ns, sizeof(k->cost_ns)) ||
+	    sysfs_read(P2P_RA_KB, k->readahead_kb, sizeof(k->readahead_kb)) ||
+	    sysfs_read(bdi_ra, k->bdi_ra_kb, sizeof(k->bdi_ra_kb)))
+		return -1;
+	k->lru_gen[0] = '\0';
+	if (!access(LRU_GEN, F_OK) &&
+	    sysfs_read(LRU_GEN, k->lru_gen, sizeof(k->lru_gen)))
+		return -1;
+	return 0;
+}
+
+/* Everything is put back, even when one write fails. */
+static int knobs_restore(const struct ra_knobs *k, const char *bdi_ra)
+{
+	int ret = 0;
+
+	ret |= sysfs_write(P2P_RA_KB, k->readahead_kb);
+	ret |= sysfs_write(P2P_COST_NS, k->cost_ns);
+	ret |= sysfs_write(P2P_COPY_MBPS, k->copy_mbps);
+	ret |= sysfs_write(P2P_COPY_FROM, k->copy_from);
+	ret |= sysfs_write(P2P_ENABLED, k->enabled);
+	ret |= sysfs_write(bdi_ra, k->bdi_ra_kb);
+	if (k->lru_gen[0])
+		ret |= sysfs_write(LRU_GEN, k->lru_gen);
+	return ret ? -1 : 0;
+}
+
+/* Whether MGLRU is on: lru_gen/enabled reads as a mask, 0x0000 when off. */
+static bool mglru_on(void)
+{
+	return sysfs_read_ll(LRU_GEN) > 0;
+}
+
+/*
+ * The state the expectations assume: the router on with its documented
+ * cost model, the default partition, a 128 KiB read-ahead window, and the
+ * variant's LRU.
+ */
+static int knobs_set(bool mglru, const char *bdi_ra)
+{
+	if (sysfs_write(P2P_COST_NS, DEFAULT_COST_NS) ||
+	    sysfs_write(P2P_COPY_MBPS, DEFAULT_COPY_MBPS) ||
+	    sysfs_write(P2P_COPY_FROM, DEFAULT_COPY_FROM) ||
+	    sysfs_write(P2P_ENABLED, "1") ||
+	    set_ra_kb(DEFAULT_RA_KB) ||
+	    sysfs_write(bdi_ra, BDI_RA_KB))
+		return -1;
+	if (access(LRU_GEN, F_OK))
+		return mglru ? -1 : 0;	/* the classic LRU is all there is */
+	if (sysfs_write(LRU_GEN, mglru ? "y" : "n"))
+		return -1;
+	return mglru_on() == mglru ? 0 : -1;
+}
+
+/* A leftover of an earlier test that crashed before its teardown. */
+static void readahead_cleanup(void)
+{
+	umount2(MNT, MNT_DETACH);
+}
+
+FIXTURE(readahead) {
+	char ns[NAME_MAX + 1];		/* the rig drive used */
+	char provider[SYSFS_LEN];	/* device memory it can reach */
+	char bdi_ra[PATH_MAX];		/* the drive's queue/read_ahead_kb */
+	char path[PATH_MAX];		/* the FILE_SIZE file most tests read */
+	int fd;				/* buffered: the reads under test */
+	int ref_fd;			/* POSIX_FADV_RANDOM: reads into RAM */
+	uint64_t seed;
+	unsigned char *dev;		/* MAP_LEN of device memory */
+	unsigned char *ref;		/* MAP_LEN: the expected bytes */
+	unsigned char *ram;		/* MAP_LEN: scratch RAM for reads */
+	bool mounted;
+	bool knobs_saved;
+	struct ra_knobs knobs;
+	/* partition_before_normal: what to undo of the cgroup setup */
+	bool cg_mounted;
+	bool cg_enabled;
+	bool cg_made;
+	bool cg_moved;
+};
+
+FIXTURE_VARIANT(readahead) {
+	const char *fs;
+	int nvme;	/* rig drive */
+	bool mglru;	/* MGLRU on, or the classic LRU */
+};
+
+FIXTURE_VARIANT_ADD(readahead, xfs_mglru) {
+	.fs = "xfs", .nvme = 1, .mglru = true,
+};
+
+FIXTURE_VARIANT_ADD(readahead, xfs_classic) {
+	.fs = "xfs", .nvme = 1, .mglru = false,
+};
+
+FIXTURE_VARIANT_ADD(readahead, ext4_mglru) {
+	.fs = "ext4", .nvme = 2, .mglru = true,
+};
+
+FIXTURE_VARIANT_ADD(readahead, ext4_classic) {
+	.fs = "ext4", .nvme = 2, .mglru = false,
+};
+
+FIXTURE_SETUP(readahead)
+{
+	int wfd, ret;
+
+	self->fd = self->ref_fd = -1;
+	if (access(P2P_ROUTER, F_OK))
+		SKIP(return, "no P2P router in this kernel (%s)", P2P_ROUTER);
+	if (access(P2P_RA_KB, F_OK) || !stats_readable())
+		SKIP(return, "no P2P read-ahead in this kernel (%s)", P2P_RA_KB);
+	if (variant->mglru && access(LRU_GEN, F_OK))
+		SKIP(return, "no MGLRU in this kernel (%s)", LRU_GEN);
+	if (nvme_rig_ns(variant->nvme, self->ns, sizeof(self->ns)))
+		SKIP(return, "rig NVMe drive %d not found", variant->nvme);
+	if (p2pmem_find_for_ns(self->ns, true, self->provider,
+			       sizeof(self->provider)))
+		SKIP(return, "no provider reachable from %s", self->ns);
+	snprintf(self->bdi_ra, sizeof(self->bdi_ra),
+		 "/sys/block/%s/queue/read_ahead_kb", self->ns);
+	ASSERT_EQ(0, access(self->bdi_ra, F_OK));
+	self->seed = getpid() ^ (uint64_t)variant->nvme << 32 ^
+		     (uint64_t)variant->mglru << 40;
+	readahead_cleanup();
+
+	ASSERT_EQ(0, mkfs_mount(variant->fs, self->ns, MNT));
+	self->mounted = true;
+	snprintf(self->path, sizeof(self->path), MNT "/data");
+	wfd = open(self->path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	ASSERT_LE(0, wfd);
+	ASSERT_EQ(0, write_pattern(wfd, FILE_SIZE, self->seed));
+	close(wfd);
+
+	self->ref = malloc(MAP_LEN);
+	self->ram = malloc(MAP_LEN);
+	ASSERT_NE(NULL, self->ref);
+	ASSERT_NE(NULL, self->ram);
+	/* Mapping p2pmem is what makes this process's reads candidates. */
+	self->dev = p2pmem_map(self->provider, MAP_LEN);
+	ASSERT_NE(NULL, self->dev);
+
+	/*
+	 * Last, and undone right here if it fails: the harness runs the
+	 * teardown only after a setup that completed.  The files are opened
+	 * after the window is set: a file takes its window when opened.
+	 */
+	ASSERT_EQ(0, knobs_save(&self->knobs, self->bdi_ra));
+	self->knobs_saved = true;
+	ret = knobs_set(variant->mglru, self->bdi_ra);
+	if (!ret)
+		ret = drop_caches();
+	if (!ret) {
+		self->fd = open(self->path, O_RDONLY);
+		self->ref_fd = open(self->path, O_RDONLY);
+		/* A read into RAM brings in what it reads and no more. */
+		if (self->fd < 0 || self->ref_fd < 0 ||
+		    posix_fadvise(self->ref_fd, 0, 0, POSIX_FADV_RANDOM))
+			ret = -1;
+	}
+	if (ret)
+		knobs_restore(&self->knobs, self->bdi_ra);
+	ASSERT_EQ(0, ret);
+	TH_LOG("%s on %s (%s), provider %s, lru_gen %s",
+	       self->path, self->ns, variant->fs, self->provider,
+	       self->knobs.lru_gen[0] ? (mglru_on() ? "on" : "off") : "absent");
+}
+
+/* @word as a whole word of the blank-separated list @list. */
+static bool has_word(const char *list, const char *word)
+{
+	size_t n = strlen(word);
+	const char *p;
+
+	for (p = strstr(list, word); p; p = strstr(p + 1, word))
+		if ((p == list || p[-1] == ' ') && (!p[n] || p[n] == ' ' ||
+						    p[n] == '\n'))
+			return true;
+	return false;
+}
+
+static int cgroup_add_self(const char *cg)
+{
+	char path[PATH_MAX], pid[32];
+
+	snprintf(path, sizeof(path), "%s/cgroup.procs", cg);
+	snprintf(pid, sizeof(pid), "%d", getpid());
+	return sysfs_write(path, pid);
+}
+
+/* Undo what partition_before_normal did, in reverse. */
+static void cgroup_restore(FIXTURE_DATA(readahead) *self)
+{
+	if (self->cg_moved && !cgroup_add_self(CG_ROOT))
+		self->cg_moved = false;
+	if (self->cg_made && !self->cg_moved && !rmdir(CG_CHILD))
+		self->cg_made = false;
+	if (self->cg_enabled && !self->cg_made)
+		sysfs_write(CG_ROOT "/cgroup.subtree_control", "-memory");
+	if (self->cg_mounted && !self->cg_made)
+		umount2(CG_ROOT, MNT_DETACH);
+	self->cg_enabled = false;
+	self->cg_mounted = false;
+}
+
+FIXTURE_TEARDOWN(readahead)
+{
+	cgroup_restore(self);
+	if (self->knobs_saved)
+		EXPECT_EQ(0, knobs_restore(&self->knobs, self->bdi_ra));
+	if (self->dev)
+		munmap(self->dev, MAP_LEN);
+	free(self->ref);
+	free(self->ram);
+	if (self->fd >= 0)
+		close(self->fd);
+	if (self->ref_fd >= 0)
+		close(self->ref_fd);
+	if (self->mounted)
+		umount2(MNT, MNT_DETACH);
+}
+
+/* A second file under test: @size bytes of pattern(@seed), not cached. */
+static int make_file(const char *name, size_t size, uint64_t seed,
+		     char *path, size_t len)
+{
+	int fd, ret;
+
+	snprintf(path, len, MNT "/%s", name);
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	if (fd < 0)
+		return -errno;
+	ret = write_pattern(fd, size, seed);
+	close(fd);
+	return ret;
+}
+
+/*
+ * One sequential reader: [@off, @off + @len) of @fd in requests of @req
+ * bytes, one after the other, into device memory.  Request i lands at its
+ * file offset modulo DEV_WINDOW in @dev, poisoned first, and is checked
+ * against pattern(@seed) before the next.  No harness calls: it also runs
+ * in threads.
+ */
+struct seq_reader {
+	int fd;
+	unsigned char *dev;	/* DEV_WINDOW of device memory */
+	unsigned char *scratch;	/* @req bytes of RAM */
+	off_t off;
+	size_t len;
+	size_t req;
+	uint64_t seed;
+	bool sample;		/* read the gauge after every request */
+	/* out */
+	long requests;		/* done and right */
+	long long max_part;	/* highest gauge seen, when sampling */
+	off_t bad_off;		/* the request that went wrong */
+	ssize_t bad_n;		/* what it returned */
+	int bad_errno;		/* and errno then */
+	long bad_byte;		/* its first wrong byte, or -1 */
+};
+
+static int seq_reader_run(struct seq_reader *r)
+{
+	off_t pos;
+
+	r->requests = 0;
+	r->max_part = 0;
+	r->bad_byte = -1;
+	for (pos = r->off; pos < (off_t)(r->off + r->len); pos += r->req) {
+		unsigned char *buf = r->dev + pos % DEV_WINDOW;
+		size_t n = r->req;
+
+		if (pos + n > r->off + r->len)
+			n = r->off + r->len - pos;
+		memset(buf, POISON, n);
+		r->bad_n = pread(r->fd, buf, n, pos);
+		if (r->bad_n != (ssize_t)n) {
+			r->bad_errno = errno;
+			r->bad_off = pos;
+			return -1;
+		}
+		pattern_fill(r->scratch, n, pos, r->seed);
+		r->bad_byte = first_diff(buf, r->scratch, n);
+		if (r->bad_byte >= 0) {
+			r->bad_off = pos;
+			return -1;
+		}
+		if (r->sample) {
+			long long part = partition_pages();
+
+			if (part > r->max_part)
+				r->max_part = part;
+		}
+		r->requests++;
+	}
+	return 0;
+}
+
+static void seq_reader_log(struct __test_metadata *_metadata,
+			   const struct seq_reader *r)
+{
+	if (r->bad_byte >= 0)
+		TH_LOG("request of %zu at %lld: byte %ld wrong (0x%02x)",
+		       r->req, (long long)r->bad_off, r->bad_byte,
+		       r->dev[r->bad_off % DEV_WINDOW + r->bad_byte]);
+	else
+		TH_LOG("request of %zu at %lld returned %zd (%s)", r->req,
+		       (long long)r->bad_off, r->bad_n,
+		       r->bad_n < 0 ? strerror(r->bad_errno) : "short");
+}
+
+/*
+ * Read sequentially in the test's own thread, into the fixture's device
+ * memory; see struct seq_reader.  Returns the number of requests, or -1
+ * after logging what went wrong.  @max_part, if not NULL, gets the highest
+ * partition gauge seen after a request.
+ */
+static long seq_read(struct __test_metadata *_metadata,
+		     FIXTURE_DATA(readahead) *self, int fd, off_t off,
+		     size_t len, size_t req, uint64_t seed, long long *max_part)
+{
+	struct seq_reader r = {
+		.fd = fd, .dev = self->dev, .scratch = self->ref,
+		.off = off, .len = len, .req = req, .seed = seed,
+		.sample = !!max_part,
+	};
+
+	if (seq_reader_run(&r)) {
+		seq_reader_log(_metadata, &r);
+		return -1;
+	}
+	if (max_part)
+		*max_part = r.max_part;
+	return r.requests;
+}
+
+/* Read into RAM through the file's ref_fd and check against the pattern. */
+static long ram_diff(FIXTURE_DATA(readahead) *self, int fd, off_t off,
+		     size_t len, uint64_t seed)
+{
+	memset(self->ram, 0, len);
+	if (pread(fd, self->ram, len, off) != (ssize_t)len)
+		return -2;
+	pattern_fill(self->ref, len, off, seed);
+	return first_diff(self->ram, self->ref, len);
+}
+
+/*
+ * The promise: small sequential reads are served from read-ahead, so the
+ * drive sees a few large reads instead of one DMA per request.
+ */
+TEST_F_TIMEOUT(readahead, seq_small_reads, 300)
+{
+	static const size_t sizes[] = { 4 * KiB, 16 * KiB, 64 * KiB };
+	long long len = 8 * MiB;
+	struct ra_stats before, d;
+	unsigned int i;
+	char what[64];
+	long reqs;
+	int fd;
+
+	for (i = 0; i < ARRAY_SIZE(sizes); i++) {
+		fd = open(self->path, O_RDONLY);
+		ASSERT_LE(0, fd);
+		ASSERT_EQ(0, drop_caches());
+		stats_read(&before);
+		reqs = seq_read(_metadata, self, fd, 0, len, sizes[i],
+				self->seed, NULL);
+		stats_delta(&before, &d);
+		close(fd);
+		snprintf(what, sizeof(what), "8 MiB in %zu KiB reads",
+			 sizes[i] / KiB);
+		stats_log(_metadata, what, &d);
+		ASSERT_EQ(len / (long long)sizes[i], reqs);
+		EXPECT_LE(reqs * 9 / 10, d.ra_reads);
+		EXPECT_LT(0, d.ra_pages);
+		EXPECT_LT(0, d.ra_hits);
+		EXPECT_LE(len / PAGE * 9 / 10, d.ra_hits);
+		EXPECT_GT(len / 10, d.p2p_bytes);
+	}
+}
+
+/*
+ * The partition never holds much more than its cap, whatever is read: the
+ * oldest pages go.  A bad value for the knob changes nothing; a good one
+ * empties the partition.
+ */
+TEST_F_TIMEOUT(readahead, cap_respected, 300)
+{
+	const long long cap_kb = 1024, len = FILE_SIZE;
+	struct ra_stats before, d;
+	long long max_part, part;
+	long reqs, resident;
+
+	ASSERT_EQ(0, set_ra_kb(cap_kb));
+	ASSERT_EQ(0, drop_caches());
+	stats_read(&before);
+	reqs = seq_read(_metadata, self, self->fd, 0, len, REQ, self->seed,
+			&max_part);
+	stats_delta(&before, &d);
+	stats_log(_metadata, "32 MiB in 16 KiB reads, cap 1 MiB", &d);
+	ASSERT_EQ(len / REQ, reqs);
+	resident = resident_pages(self->ref_fd, 0, len);
+	TH_LOG("at most %lld pages in the partition, %ld of the file cached at the end",
+	       max_part, resident);
+	EXPECT_LE(reqs * 9 / 10, d.ra_reads);
+	EXPECT_GE(partition_limit(cap_kb), max_part);
+	ASSERT_LE(0, resident);
+	EXPECT_GE(partition_limit(cap_kb), resident);
+	EXPECT_LT(0, d.ra_evicted);
+
+	part = partition_pages();
+	EXPECT_LT(0, part);
+	EXPECT_EQ(-EINVAL, sysfs_write(P2P_RA_KB, "abc"));
+	EXPECT_EQ(part, partition_pages());
+	ASSERT_EQ(0, set_ra_kb(cap_kb));
+	EXPECT_EQ(0, partition_pages());
+	EXPECT_EQ(0, resident_pages(self->ref_fd, 0, len));
+}
+
+/* Two files read one after the other: the first file's pages go first. */
+TEST_F_TIMEOUT(readahead, oldest_first, 300)
+{
+	const long long cap_kb = 1024, len = 4 * MiB;
+	uint64_t seed_b = self->seed ^ 0xb0b0;
+	long resident_a, head_b, tail_b;
+	struct ra_stats before, d;
+	char path_b[PATH_MAX];
+	int fd_b;
+
+	ASSERT_EQ(0, make_file("b", len, seed_b, path_b, sizeof(path_b)));
+	fd_b = open(path_b, O_RDONLY);
+	ASSERT_LE(0, fd_b);
+	ASSERT_EQ(0, set_ra_kb(cap_kb));
+	ASSERT_EQ(0, drop_caches());
+	stats_read(&before);
+	ASSERT_EQ(len / REQ, seq_read(_metadata, self, self->fd, 0, len, REQ,
+				      self->seed, NULL));
+	ASSERT_EQ(len / REQ, seq_read(_metadata, self, fd_b, 0, len, REQ,
+				      seed_b, NULL));
+	stats_delta(&before, &d);
+	stats_log(_metadata, "4 MiB of A, then 4 MiB of B, cap 1 MiB", &d);
+
+	resident_a = resident_pages(self->ref_fd, 0, len);
+	head_b = resident_pages(fd_b, 0, 1 * MiB);
+	tail_b = resident_pages(fd_b, len - 512 * KiB, 512 * KiB);
+	close(fd_b);
+	ASSERT_LE(0, resident_a);
+	ASSERT_LE(0, head_b);
+	ASSERT_LE(0, tail_b);
+	TH_LOG("cached: A %ld of %lld pages, B's first MiB %ld, B's last 512 KiB %ld of %lu",
+	       resident_a, len / PAGE, head_b, tail_b, 512 * KiB / PAGE);
+	EXPECT_LT(0, d.ra_evicted);
+	EXPECT_GE(len / PAGE / 100, resident_a);
+	EXPECT_EQ(0, head_b);
+	EXPECT_LE(512 * KiB / PAGE * 9 / 10, tail_b);
+}
+
+/*
+ * Reclaim takes partition folios whose data the device has before any
+ * normal page-cache page, even one that was read just once before them.
+ * The reclaim is a memory cgroup's memory.reclaim, which the test process
+ * (and so every page it reads in) is moved into.
+ */
+TEST_F_TIMEOUT(readahead, partition_before_normal, 300)
+{
+	const long long len = 4 * MiB, pages = len / PAGE;
+	long long part1, part2, res_n1, res_n2, res_p1, res_p2;
+	uint64_t seed_n = self->seed ^ 0x4e4e;
+	struct ra_stats before, d;
+	char path_n[PATH_MAX], buf[256];
+	int fd_n, ret, i;
+
+	if (access(CG_ROOT "/cgroup.controllers", F_OK)) {
+		if (mount("cgroup2", CG_ROOT, "cgroup2", 0, NULL))
+			SKIP(return, "cannot mount cgroup2 at " CG_ROOT ": %s",
+			     strerror(errno));
+		self->cg_mounted = true;
+	}
+	ASSERT_EQ(0, sysfs_read(CG_ROOT "/cgroup.controllers", buf,
+				sizeof(buf)));
+	if (!has_word(buf, "memory"))
+		SKIP(return, "no memory controller in cgroup2 (CONFIG_MEMCG): \"%s\"",
+		     buf);
+	ASSERT_EQ(0, sysfs_read(CG_ROOT "/cgroup.subtree_control", buf,
+				sizeof(buf)));
+	if (!has_word(buf, "memory")) {
+		ASSERT_EQ(0, sysfs_write(CG_ROOT "/cgroup.subtree_control",
+					 "+memory"));
+		self->cg_enabled = true;
+	}
+	ASSERT_TRUE(!mkdir(CG_CHILD, 0755) || errno == EEXIST);
+	self->cg_made = true;
+	if (access(CG_CHILD "/memory.reclaim", F_OK))
+		SKIP(return, "no memory.reclaim in " CG_CHILD);
+
+	ASSERT_EQ(0, make_file("normal", len, seed_n, path_n, sizeof(path_n)));
+	fd_n = open(path_n, O_RDONLY);
+	ASSERT_LE(0, fd_n);
+	ASSERT_EQ(0, drop_caches());
+	ASSERT_EQ(0, cgroup_add_self(CG_CHILD));
+	self->cg_moved = true;
+	ASSERT_EQ(0, set_ra_kb(DEFAULT_RA_KB));
+
+	/* N: read into RAM twice, so that it is referenced. */
+	for (i = 0; i < 2; i++)
+		ASSERT_EQ(-1, ram_diff(self, fd_n, 0, len, seed_n));
+	/* P: read into device memory, into the partition. */
+	stats_read(&before);
+	ASSERT_EQ(len / REQ, seq_read(_metadata, self, self->fd, 0, len, REQ,
+				      self->seed, NULL));
+	part1 = partition_pages();
+	res_n1 = resident_pages(fd_n, 0, len);
+	res_p1 = resident_pages(self->ref_fd, 0, FILE_SIZE);
+	TH_LOG("before reclaim: N %lld of %lld pages cached, P %lld, partition %lld",
+	       res_n1, pages, res_p1, part1);
+	ASSERT_LT(0, part1);
+	ASSERT_LT(0, res_p1);
+	ASSERT_EQ(pages, res_n1);
+
+	ret = sysfs_write(CG_CHILD "/memory.reclaim", "2M");
+	TH_LOG("memory.reclaim 2M: %s", ret ? strerror(-ret) : "done");
+	ASSERT_TRUE(!ret || ret == -EAGAIN);
+	stats_delta(&before, &d);
+	part2 = partition_pages();
+	res_n2 = resident_pages(fd_n, 0, len);
+	res_p2 = resident_pages(self->ref_fd, 0, FILE_SIZE);
+	close(fd_n);
+	stats_log(_metadata, "P read, then 2M reclaimed", &d);
+	TH_LOG("after reclaim: N %lld of %lld pages cached, P %lld, partition %lld",
+	       res_n2, pages, res_p2, part2);
+	EXPECT_LE(pages * 95 / 100, res_n2);
+	EXPECT_GT(part1, part2);
+	EXPECT_GT(res_p1, res_p2);
+	EXPECT_LT(0, d.ra_removed);
+}
+
+/*
+ * A CPU reader makes a partition page an ordinary page-cache page: read()
+ * into RAM, or a fault on a mapping of the file.  The cap never evicts it
+ * afterwards.
+ */
+TEST_F_TIMEOUT(readahead, cpu_read_promotes, 300)
+{
+	const off_t by_read = 64 * KiB, by_fault = 256 * KiB;
+	const long long cap_kb = 1024, first = 512 * KiB;
+	struct ra_stats before, d;
+	long long part;
+	unsigned char *map;
+
+	ASSERT_EQ(0, set_ra_kb(cap_kb));
+	ASSERT_EQ(0, drop_caches());
+	ASSERT_EQ(first / REQ, seq_read(_metadata, self, self->fd, 0, first,
+					REQ, self->seed, NULL));
+	ASSERT_EQ(1, resident_pages(self->ref_fd, by_read, PAGE));
+	ASSERT_EQ(1, resident_pages(self->ref_fd, by_fault, PAGE));
+
+	part = partition_pages();
+	stats_read(&before);
+	EXPECT_EQ(-1, ram_diff(self, self->ref_fd, by_read, PAGE, self->seed));
+	stats_delta(&before, &d);
+	stats_log(_metadata, "4 KiB at 64 KiB read into RAM", &d);
+	EXPECT_LE(1, d.ra_promoted);
+	EXPECT_GE(part - 1, partition_pages());
+
+	/*
+	 * A one-page mapping: fault-around then maps no neighbour, so only
+	 * that page is touched.
+	 */
+	part = partition_pages();
+	stats_read(&before);
+	map = mmap(NULL, PAGE, PROT_READ, MAP_SHARED, self->ref_fd, by_fault);
+	ASSERT_NE(MAP_FAILED, map);
+	memcpy(self->ram, map, PAGE);
+	munmap(map, PAGE);
+	stats_delta(&before, &d);
+	stats_log(_metadata, "4 KiB at 256 KiB faulted in", &d);
+	pattern_fill(self->ref, PAGE, by_fault, self->seed);
+	EXPECT_EQ(-1, first_diff(self->ram, self->ref, PAGE));
+	EXPECT_LE(1, d.ra_promoted);
+	EXPECT_GE(part - 1, partition_pages());
+
+	/* Enough more to evict the rest of the first 512 KiB many times. */
+	stats_read(&before);
+	ASSERT_EQ(8 * MiB / REQ, seq_read(_metadata, self, self->fd, first,
+					  8 * MiB, REQ, self->seed, NULL));
+	stats_delta(&before, &d);
+	stats_log(_metadata, "8 MiB more, cap 1 MiB", &d);
+	EXPECT_LT(0, d.ra_evicted);
+	EXPECT_EQ(1, resident_pages(self->ref_fd, by_read, PAGE));
+	EXPECT_EQ(1, resident_pages(self->ref_fd, by_fault, PAGE));
+	EXPECT_EQ(2, resident_pages(self->ref_fd, 0, first));
+}
+
+/* Random small reads are not read ahead: each is one DMA, as before. */
+TEST_F_TIMEOUT(readahead, random_no_readahead, 300)
+{
+	const long long pages = FILE_SIZE / PAGE, reads = 256;
+	uint64_t rnd = 0x5eed2025c0ffeeULL;
+	off_t off, prev_end = -1;
+	struct ra_stats before, d;
+	unsigned char *buf;
+	long long i;
+
+	TH_LOG("seed 0x%llx", (unsigned long long)rnd);
+	ASSERT_EQ(0, drop_caches());
+	stats_read(&before);
+	for (i = 0; i < reads; i++) {
+		/*
+		 * Never in the first pages, never within two pages of where
+		 * the previous read ended: none of them looks sequential.
+		 */
+		do {
+			off = (4 + xorshift64(&rnd) % (pages - 4)) * PAGE;
+		} while (prev_end >= 0 && off >= prev_end - 2 * (off_t)PAGE &&
+			 off <= prev_end + 2 * (off_t)PAGE);
+		buf = self->dev + i % (DEV_WINDOW / PAGE) * PAGE;
+		memset(buf, POISON, PAGE);
+		ASSERT_EQ(PAGE, pread(self->fd, buf, PAGE, off));
+		pattern_fill(self->ref, PAGE, off, self->seed);
+		ASSERT_EQ(-1, first_diff(buf, self->ref, PAGE))
+			TH_LOG("read %lld at %lld", i, (long long)off);
+		prev_end = off + PAGE;
+	}
+	stats_delta(&before, &d);
+	stats_log(_metadata, "256 random 4 KiB reads", &d);
+	EXPECT_EQ(0, d.ra_reads);
+	EXPECT_EQ(0, d.ra_pages);
+	EXPECT_LE(200, d.p2p_segments);
+}
+
+/*
+ * Requests larger than the file's read-ahead window (128 KiB) are DMAed
+ * even when sequential.
+ */
+TEST_F_TIMEOUT(readahead, large_requests_dma, 300)
+{
+	const long long len = 4 * MiB, req = 256 * KiB;
+	struct ra_stats before, d;
+
+	ASSERT_EQ(0, drop_caches());
+	stats_read(&before);
+	ASSERT_EQ(len / req, seq_read(_metadata, self, self->fd, 0, len, req,
+				      self->seed, NULL));
+	stats_delta(&before, &d);
+	stats_log(_metadata, "4 MiB in 256 KiB reads", &d);
+	EXPECT_EQ(0, d.ra_reads);
+	EXPECT_EQ(0, d.ra_pages);
+	EXPECT_LE(len / 10 * 9, d.p2p_bytes);
+}
+
+/*
+ * posix_fadvise(): RANDOM turns read-ahead off for the file, SEQUENTIAL
+ * doubles its window (so 256 KiB requests qualify), NOREUSE drops each
+ * folio from the page cache once its data is in device memory.
+ */
+TEST_F_TIMEOUT(readahead, fadvise, 300)
+{
+	const long long len = 2 * MiB, big = 256 * KiB;
+	struct ra_stats before, d;
+	long long reqs;
+	long resident;
+	int fd;
+
+	/* RANDOM: every request is DMAed. */
+	fd = open(self->path, O_RDONLY);
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM));
+	ASSERT_EQ(0, drop_caches());
+	stats_read(&before);
+	ASSERT_EQ(len / REQ, seq_read(_metadata, self, fd, 0, len, REQ,
+				      self->seed, NULL));
+	stats_delta(&before, &d);
+	close(fd);
+	stats_log(_metadata, "RANDOM: 2 MiB in 16 KiB reads", &d);
+	EXPECT_EQ(0, d.ra_reads);
+	EXPECT_EQ(0, d.ra_pages);
+	EXPECT_LE(len / 10 * 9, d.p2p_bytes);
+
+	/* SEQUENTIAL: 16 KiB requests, then 256 KiB ones, all read ahead. */
+	fd = open(self->path, O_RDONLY);
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL));
+	ASSERT_EQ(0, drop_caches());
+	stats_read(&before);
+	reqs = seq_read(_metadata, self, fd, 0, len, REQ, self->seed, NULL);
+	ASSERT_EQ(len / REQ, reqs);
+	ASSERT_EQ(len / big, seq_read(_metadata, self, fd, len, len, big,
+				      self->seed, NULL));
+	reqs += len / big;
+	stats_delta(&before, &d);
+	close(fd);
+	stats_log(_metadata, "SEQUENTIAL: 2 MiB in 16 KiB, 2 MiB in 256 KiB reads",
+		  &d);
+	EXPECT_LE(reqs * 9 / 10, d.ra_reads);
+	EXPECT_LT(0, d.ra_pages);
+	EXPECT_GT(2 * len / 10, d.p2p_bytes);
+
+	/* NOREUSE: what was copied is gone from the page cache. */
+	fd = open(self->path, O_RDONLY);
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, posix_fadvise(fd, 0, 0, POSIX_FADV_NOREUSE));
+	ASSERT_EQ(0, drop_caches());
+	stats_read(&before);
+	ASSERT_EQ(2 * len / REQ, seq_read(_metadata, self, fd, 0, 2 * len,
+					  REQ, self->seed, NULL));
+	stats_delta(&before, &d);
+	resident = resident_pages(self->ref_fd, 0, 2 * len);
+	close(fd);
+	stats_log(_metadata, "NOREUSE: 4 MiB in 16 KiB reads", &d);
+	TH_LOG("NOREUSE: %ld of %lld pages read still cached", resident,
+	       2 * len / PAGE);
+	EXPECT_LE(2 * len / REQ * 9 / 10, d.ra_reads);
+	EXPECT_LT(0, d.ra_hits);
+	ASSERT_LE(0, resident);
+	EXPECT_GT(2 * len / PAGE / 10, resident);
+}
+
+#define OWN_READERS	4
+#define SHARED_READERS	2
+#define READERS		(OWN_READERS + SHARED_READERS)
+
+struct reader_thread {
+	pthread_t thread;
+	struct seq_reader r;
+	int ret;
+};
+
+static int readers_running;
+
+static void *reader_main(void *arg)
+{
+	struct reader_thread *t = arg;
+
+	t->ret = seq_reader_run(&t->r);
+	__atomic_sub_fetch(&readers_running, 1, __ATOMIC_SEQ_CST);
+	return NULL;
+}
+
+/*
+ * Six readers at once: four on files of their own, two on one file through
+ * their own file descriptors.  Every read is right, and the partition
+ * stays within its cap.
+ */
+TEST_F_TIMEOUT(readahead, many_readers, 300)
+{
+	const long long len = 8 * MiB, limit = partition_limit(DEFAULT_RA_KB);
+	struct reader_thread t[READERS];
+	long long max_part = 0, part, reqs = 0;
+	char path[PATH_MAX], name[16];
+	struct ra_stats before, d;
+	int i, started;
+
+	ASSERT_LE(READERS * DEV_WINDOW, MAP_LEN);
+	memset(t, 0, sizeof(t));
+	for (i = 0; i < READERS; i++) {
+		uint64_t seed = self->seed;
+
+		if (i < OWN_READERS) {
+			seed ^= 0x1000 + i;
+			snprintf(name, sizeof(name), "r%d", i);
+			ASSERT_EQ(0, make_file(name, len, seed, path,
+					       sizeof(path)));
+		} else {
+			snprintf(path, sizeof(path), "%s", self->path);
+		}
+		t[i].r.fd = open(path, O_RDONLY);
+		ASSERT_LE(0, t[i].r.fd);
+		t[i].r.dev = self->dev + i * DEV_WINDOW;
+		t[i].r.scratch = self->ram + i * REQ;
+		t[i].r.off = 0;
+		t[i].r.len = len;
+		t[i].r.req = REQ;
+		t[i].r.seed = seed;
+	}
+	ASSERT_EQ(0, set_ra_kb(DEFAULT_RA_KB));
+	ASSERT_EQ(0, drop_caches());
+
+	stats_read(&before);
+	readers_running = READERS;
+	for (started = 0; started < READERS; started++)
+		if (pthread_create(&t[started].thread, NULL, reader_main,
+				   &t[started]))
+			break;
+	if (started < READERS)
+		__atomic_sub_fetch(&readers_running, READERS - started,
+				   __ATOMIC_SEQ_CST);
+	while (__atomic_load_n(&readers_running, __ATOMIC_SEQ_CST)) {
+		part = partition_pages();
+		if (part > max_part)
+			max_part = part;
+		usleep(1000);
+	}
+	for (i = 0; i < started; i++)
+		pthread_join(t[i].thread, NULL);
+	stats_delta(&before, &d);
+	part = partition_pages();
+	stats_log(_metadata, "6 readers, 8 MiB each in 16 KiB reads", &d);
+	TH_LOG("partition: at most %lld pages seen, %lld at the end, limit %lld",
+	       max_part, part, limit);
+
+	ASSERT_EQ(READERS, started);
+	for (i = 0; i < READERS; i++) {
+		close(t[i].r.fd);
+		if (t[i].ret) {
+			TH_LOG("reader %d (%s file)", i,
+			       i < OWN_READERS ? "own" : "shared");
+			seq_reader_log(_metadata, &t[i].r);
+		}
+		EXPECT_EQ(0, t[i].ret);
+		reqs += t[i].r.requests;
+	}
+	ASSERT_EQ(READERS * len / REQ, reqs);
+	EXPECT_LE(reqs * 9 / 10, d.ra_reads);
+	EXPECT_GE(limit, max_part);
+	EXPECT_GE(limit, part);
+}
+
+/*
+ * Hole punch and truncate take partition pages out of the page cache:
+ * counted as removed, and the gauge follows.  The punched range reads as
+ * zeros.
+ */
+TEST_F_TIMEOUT(readahead, truncate_drops, 300)
+{
+	const off_t punch = 512 * KiB, punch_len = 512 * KiB;
+	const long long len = 2 * MiB;
+	long long part0, part1, in_hole;
+	struct ra_stats before, d;
+	int wfd;
+
+	wfd = open(self->path, O_RDWR);
+	ASSERT_LE(0, wfd);
+	ASSERT_EQ(0, drop_caches());
+	ASSERT_EQ(len / REQ, seq_read(_metadata, self, self->fd, 0, len, REQ,
+				      self->seed, NULL));
+
+	part0 = partition_pages();
+	in_hole = resident_pages(self->ref_fd, punch, punch_len);
+	TH_LOG("partition %lld pages, %lld of them in the hole", part0,
+	       in_hole);
+	ASSERT_LT(0, in_hole);
+	stats_read(&before);
+	ASSERT_EQ(0, fallocate(wfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+			       punch, punch_len));
+	stats_delta(&before, &d);
+	part1 = partition_pages();
+	stats_log(_metadata, "512 KiB punched", &d);
+	EXPECT_LE(in_hole, d.ra_removed);
+	EXPECT_EQ(part0 - part1, d.ra_removed);
+	EXPECT_EQ(0, resident_pages(self->ref_fd, punch, punch_len));
+
+	memset(self->dev, POISON, punch_len);
+	memset(self->ref, 0, punch_len);
+	ASSERT_EQ(punch_len, pread(self->fd, self->dev, punch_len, punch));
+	EXPECT_EQ(-1, first_diff(self->dev, self->ref, punch_len));
+
+	part0 = partition_pages();
+	ASSERT_LT(0, part0);
+	stats_read(&before);
+	ASSERT_EQ(0, ftruncate(wfd, 0));
+	stats_delta(&before, &d);
+	part1 = partition_pages();
+	close(wfd);
+	stats_log(_metadata, "truncated to 0", &d);
+	EXPECT_LT(0, d.ra_removed);
+	EXPECT_EQ(part0 - part1, d.ra_removed);
+	EXPECT_EQ(0, part1);
+}
+
+/* POSIX_FADV_DONTNEED and drop_caches take partition pages out too. */
+TEST_F_TIMEOUT(readahead, dontneed_drops, 300)
+{
+	const long long len = 2 * MiB, dontneed = 1 * MiB;
+	long long part0, part1, in_range;
+	struct ra_stats before, d;
+
+	ASSERT_EQ(0, drop_caches());
+	ASSERT_EQ(len / REQ, seq_read(_metadata, self, self->fd, 0, len, REQ,
+				      self->seed, NULL));
+
+	part0 = partition_pages();
+	in_range = resident_pages(self->ref_fd, 0, dontneed);
+	TH_LOG("partition %lld pages, %lld of them in the first MiB", part0,
+	       in_range);
+	ASSERT_LT(0, in_range);
+	stats_read(&before);
+	ASSERT_EQ(0, posix_fadvise(self->ref_fd, 0, dontneed,
+				   POSIX_FADV_DONTNEED));
+	stats_delta(&before, &d);
+	part1 = partition_pages();
+	stats_log(_metadata, "DONTNEED on the first MiB", &d);
+	EXPECT_LE(in_range, d.ra_removed);
+	EXPECT_EQ(part0 - part1, d.ra_removed);
+	EXPECT_EQ(0, resident_pages(self->ref_fd, 0, dontneed));
+
+	part0 = part1;
+	ASSERT_LT(0, part0);
+	stats_read(&before);
+	ASSERT_EQ(0, drop_caches());
+	stats_delta(&before, &d);
+	part1 = partition_pages();
+	stats_log(_metadata, "drop_caches", &d);
+	EXPECT_EQ(part0 - part1, d.ra_removed);
+	EXPECT_EQ(0, part1);
+}
+
+/*
+ * Off means off: with readahead_kb 0 small sequential reads are DMAed as
+ * before, and with the router off they are plain CPU copies, not read
+ * ahead into the partition either.
+ */
+TEST_F_TIMEOUT(readahead, disabled, 300)
+{
+	const long long len = 4 * MiB;
+	struct ra_stats before, d;
+	long reqs;
+	int fd;
+
+	ASSERT_EQ(0, set_ra_kb(0));
+	EXPECT_EQ(0, partition_pages());
+	ASSERT_EQ(0, drop_caches());
+	stats_read(&before);
+	ASSERT_EQ(len / REQ, seq_read(_metadata, self, self->fd, 0, len, REQ,
+				      self->seed, NULL));
+	stats_delta(&before, &d);
+	stats_log(_metadata, "readahead_kb 0: 4 MiB in 16 KiB reads", &d);
+	EXPECT_EQ(0, d.ra_reads);
+	EXPECT_EQ(0, d.ra_pages);
+	EXPECT_EQ(0, partition_pages());
+	EXPECT_LE(len / 10 * 9, d.p2p_bytes);
+
+	ASSERT_EQ(0, set_ra_kb(DEFAULT_RA_KB));
+	fd = open(self->path, O_RDONLY);
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, sysfs_write(P2P_ENABLED, "0"));
+	ASSERT_EQ(0, drop_caches());
+	stats_read(&before);
+	reqs = seq_read(_metadata, self, fd, 0, len, REQ, self->seed, NULL);
+	stats_delta(&before, &d);
+	close(fd);
+	ASSERT_EQ(0, sysfs_write(P2P_ENABLED, "1"));
+	stats_log(_metadata, "router off: 4 MiB in 16 KiB reads", &d);
+	ASSERT_EQ(len / REQ, reqs);
+	EXPECT_EQ(0, d.ra_reads);
+	EXPECT_EQ(0, d.ra_pages);
+	EXPECT_EQ(0, d.routed_reads);
+	EXPECT_EQ(0, d.p2p_bytes);
+	EXPECT_LE(1, d.fallback_disabled);
+	EXPECT_EQ(0, partition_pages());
+}
+
+/* The number after @key in @line, or -1. */
+static long long trace_field(const char *line, const char *key)
+{
+	const char *p = strstr(line, key);
+
+	return p ? strtoll(p + strlen(key), NULL, 0) : -1;
+}
+
+/*
+ * The tracepoint shows the partition at work for this file: pages added,
+ * evicted and promoted, and the partition size after each, which stays
+ * within the cap.
+ */
+TEST_F_TIMEOUT(readahead, tracepoint, 300)
+{
+	static const char *const actions[] = { " add ", " evict ", " promote " };
+	const long long cap_kb = 1024, len = 2 * MiB;
+	long long nr, max_nr = -1, seen[ARRAY_SIZE(actions)] = { 0 };
+	char key[128], *trace, *line, *save;
+	const char *example[ARRAY_SIZE(actions)] = { NULL };
+	unsigned int a;
+	struct stat st;
+	long rd;
+
+	if (access(TRACEFS "/trace", F_OK) &&
+	    mount("tracefs", TRACEFS, "tracefs", 0, NULL))
+		SKIP(return, "no tracefs at " TRACEFS);
+	if (access(TRACEFS "/events", F_OK))
+		SKIP(return, "no event tracing in this kernel");
+	ASSERT_EQ(0, access(TRACE_EVENT_DIR "/enable", F_OK));
+
+	ASSERT_EQ(0, stat(self->path, &st));
+	snprintf(key, sizeof(key), "dev %u:%u ino 0x%lx ",
+		 major(st.st_dev), minor(st.st_dev), (unsigned long)st.st_ino);
+
+	ASSERT_EQ(0, set_ra_kb(cap_kb));
+	ASSERT_EQ(0, drop_caches());
+	ASSERT_EQ(0, trace_clear());
+	ASSERT_EQ(0, sysfs_write(TRACEFS "/tracing_on", "1"));
+	ASSERT_EQ(0, sysfs_write(TRACE_EVENT_DIR "/enable", "1"));
+	rd = seq_read(_metadata, self, self->fd, 0, len, REQ, self->seed,
+		      NULL);
+	/* The last page read is in the partition: read it into RAM. */
+	if (rd == len / REQ)
+		EXPECT_EQ(-1, ram_diff(self, self->ref_fd, len - PAGE, PAGE,
+				       self->seed));
+	EXPECT_EQ(0, sysfs_write(TRACE_EVENT_DIR "/enable", "0"));
+	trace = trace_slurp();
+	EXPECT_EQ(0, trace_clear());
+	ASSERT_NE(NULL, trace);
+	ASSERT_EQ(len / REQ, rd);
+
+	for (line = strtok_r(trace, "\n", &save); line;
+	     line = strtok_r(NULL, "\n", &save)) {
+		if (!strstr(line, "p2p_ra_partition:") || !strstr(line, key))
+			continue;
+		for (a = 0; a < ARRAY_SIZE(actions); a++) {
+			if (!strstr(line, actions[a]))
+				continue;
+			if (!seen[a]++)
+				example[a] = line;
+		}
+		nr = trace_field(line, " nr ");
+		if (nr > max_nr)
+			max_nr = nr;
+	}
+	for (a = 0; a < ARRAY_SIZE(actions); a++) {
+		if (example[a])
+			TH_LOG("%lld \"%s\" events, e.g. %s", seen[a],
+			       actions[a], example[a]);
+		else
+			TH_LOG("no \"%s...%s\" line in the trace", key,
+			       actions[a]);
+		EXPECT_LT(0, seen[a]);
+	}
+	TH_LOG("largest nr %lld, limit %lld", max_nr,
+	       partition_limit(cap_kb));
+	EXPECT_LT(0, max_nr);
+	EXPECT_GE(partition_limit(cap_kb), max_nr);
+	free(trace);
+}
+
+/* RAM in KiB as the kernel counts it (totalram_pages). */
+static long long ram_kb(void)
+{
+	struct sysinfo si;
+
+	if (sysinfo(&si))
+		return -1;
+	return (long long)si.totalram * si.mem_unit / KiB;
+}
+
+/*
+ * readahead_kb takes 0 (off) up to a quarter of RAM; a bad write changes
+ * nothing.  (An empty value is written as "\n", what "echo >" writes:
+ * sysfs never passes a zero-length write to the store method.)  Its
+ * default is RAM/1024 within [4096, 65536] KiB.
+ */
+TEST(knobs_validate)
+{
+	long long ram = ram_kb(), def, cur;
+	char saved[32], big[32], huge[32], fine[32];
+	const char *bad[] = { "abc", "-1", "\n", "12abc", big, huge };
+	struct {
+		const char *val;
+		long long kb;
+	} good[] = {
+		{ "0", 0 }, { "1024", 1024 }, { fine, ram / 8 }, { "4096\n", 4096 },
+	};
+	unsigned int i;
+
+	if (access(P2P_RA_KB, F_OK))
+		SKIP(return, "no P2P read-ahead in this kernel (%s)", P2P_RA_KB);
+	ASSERT_LT(0, ram);
+	ASSERT_EQ(0, sysfs_read(P2P_RA_KB, saved, sizeof(saved)));
+	def = ram / 1024;
+	def = def < 4096 ? 4096 : def > 65536 ? 65536 : def;
+	TH_LOG("readahead_kb %s, RAM %lld KiB: default %lld", saved, ram, def);
+	/* Within 2%: the kernel may count RAM a little differently. */
+	cur = strtoll(saved, NULL, 0);
+	EXPECT_LE(def - def / 50, cur);
+	EXPECT_GE(def + def / 50, cur);
+
+	snprintf(big, sizeof(big), "%lld", ram / 4 + 4096);
+	snprintf(huge, sizeof(huge), "%lld", ram * 2);
+	snprintf(fine, sizeof(fine), "%lld", ram / 8);
+
+	for (i = 0; i < ARRAY_SIZE(good); i++) {
+		EXPECT_EQ(0, sysfs_write(P2P_RA_KB, good[i].val))
+			TH_LOG("readahead_kb \"%s\" refused", good[i].val);
+		EXPECT_EQ(good[i].kb, sysfs_read_ll(P2P_RA_KB));
+	}
+	EXPECT_EQ(0, sysfs_write(P2P_RA_KB, "2048"));
+	for (i = 0; i < ARRAY_SIZE(bad); i++) {
+		EXPECT_EQ(-EINVAL, sysfs_write(P2P_RA_KB, bad[i]))
+			TH_LOG("readahead_kb \"%s\" accepted", bad[i]);
+		EXPECT_EQ(2048, sysfs_read_ll(P2P_RA_KB));
+	}
+	EXPECT_EQ(0, sysfs_write(P2P_RA_KB, saved));
+	EXPECT_EQ(cur, sysfs_read_ll(P2P_RA_KB));
+}
+
+TEST_HARNESS_MAIN

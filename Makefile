@@ -9,8 +9,8 @@ SHELL := /bin/bash
 S := scripts
 
 .PHONY: help deps tree export config kernel selftests initramfs image \
-	demo test test-debug kernel-debug bench-stack shell checkpatch \
-	bisect-check clean distclean
+	demo test test-debug kernel-debug bench-stack bench-readahead shell \
+	checkpatch bisect-check clean distclean
 
 help:
 	@echo 'SPIN: P2P DMA from NVMe into device memory on plain pread.'
@@ -22,6 +22,7 @@ help:
 	@echo '  make test-debug  the suite on the debug kernel (configs/debug.config:'
 	@echo '                   KASAN, lockdep, DEBUG_VM, KFENCE, atomic-sleep checks)'
 	@echo '  make bench-stack P2P through md raid0 (1-3 drives), plain and throttled'
+	@echo '  make bench-readahead  P-readahead and page-cache pollution, plain and throttled'
 	@echo '  make shell       boot the rig to a shell on the console'
 	@echo '  make tree        build/linux = Debian linux-source-6.12 + patches/'
 	@echo '  make export      patches/ = build/linux commits since spin-base'
@@ -71,6 +72,9 @@ test-debug: kernel-debug initramfs
 
 bench-stack: image
 	@$(S)/bench-stack.sh
+
+bench-readahead: image
+	@$(S)/bench-readahead.sh
 
 shell: image
 	@$(S)/rig.sh --mode shell

@@ -16,8 +16,8 @@ Writes build/initramfs.cpio from:
     timeout (run_kselftest.sh wants /usr/bin/timeout), each with the
     shared libraries ldd lists for it;
   - build/kselftest (scripts/selftests.sh) as /kselftest;
-  - tools/spin/spin-demo and spin-bounce, compiled here, and
-    tools/spin/bench-stack.sh;
+  - tools/spin/spin-demo, spin-bounce and spin-resident, compiled
+    here, and tools/spin/bench-stack.sh and bench-readahead.sh;
   - scripts/guest-init as /init.
 Nothing else from the host goes in.
 USAGE
@@ -51,12 +51,14 @@ for t in "${tools[@]}"; do
 	copy_libs "$bin"
 done
 
-for t in spin-demo spin-bounce; do
+for t in spin-demo spin-bounce spin-resident; do
 	gcc -O2 -Wall -Werror -o "$root/usr/bin/$t" "$top/tools/spin/$t.c"
 done
-install -m 0755 "$top/tools/spin/bench-stack.sh" "$root/usr/bin/bench-stack"
+for b in stack readahead; do
+	install -m 0755 "$top/tools/spin/bench-$b.sh" "$root/usr/bin/bench-$b"
+done
 cp -a "$top/build/kselftest" "$root/kselftest"
-for f in "$root/usr/bin/spin-demo" "$root/usr/bin/spin-bounce" "$root"/kselftest/spin/*_test; do
+for f in "$root"/usr/bin/spin-* "$root"/kselftest/spin/*_test; do
 	copy_libs "$f"
 done
 

@@ -8,7 +8,7 @@ usage() {
 	cat <<USAGE
 Usage: $0 [--help] [--mode test|demo|bench|shell] [--timeout SECS] [--kvm]
           [--ksft 'run_kselftest.sh args'] [--append 'kernel args']
-          [--throttle BYTES_PER_SEC] [--quiet]
+          [--throttle BYTES_PER_SEC] [--drive-size SIZE] [--quiet]
 
 Boots build/obj/arch/x86/boot/bzImage with build/initramfs.cpio on a
 q35 machine under TCG (-cpu max; --kvm probes /dev/kvm and uses it if a
@@ -40,6 +40,9 @@ port (the guest's TAP output) to build/run/<mode>/tap.log.
   --throttle  limit each drive's reads to BYTES_PER_SEC (a QEMU
               throttle group), to give the rig a real SSD's ratio of
               drive to CPU-copy speed
+  --drive-size  size of each SPINRIG drive image (truncate(1) syntax,
+              default 1G; sparse, so only what the guest writes uses
+              host disk)
   --quiet     do not copy the console to the terminal
 
   SPIN_DEBUG=1  boot the debug kernel (build/obj-debug); logs go to
@@ -48,7 +51,7 @@ USAGE
 }
 
 top=$(cd "$(dirname "$0")/.." && pwd)
-mode=shell timeout=0 kvm=0 ksft="" append="" throttle=0 quiet=0
+mode=shell timeout=0 kvm=0 ksft="" append="" throttle=0 quiet=0 drive_size=1G
 while [ $# -gt 0 ]; do
 	case "$1" in
 	-h|--help) usage; exit 0 ;;
@@ -59,6 +62,7 @@ while [ $# -gt 0 ]; do
 	--ksft) ksft=$2; shift ;;
 	--append) append=$2; shift ;;
 	--throttle) throttle=$2; shift ;;
+	--drive-size) drive_size=$2; shift ;;
 	*) usage >&2; exit 2 ;;
 	esac
 	shift
@@ -109,7 +113,7 @@ args=(
 	-device ivshmem-plain,memdev=far,bus=rp1
 )
 for i in 0 1 2; do
-	truncate -s 1G "$run/nvme$i.img"
+	truncate -s "$drive_size" "$run/nvme$i.img"
 	args+=(
 		-device "xio3130-downstream,id=dp$((i + 1)),bus=up0,chassis=$((i + 3)),slot=$((i + 1))"
 		-drive "file=$run/nvme$i.img,if=none,id=d$i,format=raw,cache=unsafe$drive_opts"

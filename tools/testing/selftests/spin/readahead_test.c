@@ -1260,6 +1260,7 @@ TEST(knobs_validate)
 		long long kb;
 	} good[] = {
 		{ "0", 0 }, { "1024", 1024 }, { fine, ram / 8 }, { "4096\n", 4096 },
+		{ "1027", 1024 },	/* rounded down to whole pages */
 	};
 	unsigned int i;
 
@@ -1282,7 +1283,8 @@ TEST(knobs_validate)
 	for (i = 0; i < ARRAY_SIZE(good); i++) {
 		EXPECT_EQ(0, sysfs_write(P2P_RA_KB, good[i].val))
 			TH_LOG("readahead_kb \"%s\" refused", good[i].val);
-		EXPECT_EQ(good[i].kb, sysfs_read_ll(P2P_RA_KB));
+		EXPECT_EQ(good[i].kb / (PAGE / KiB) * (PAGE / KiB),
+			  sysfs_read_ll(P2P_RA_KB));
 	}
 	EXPECT_EQ(0, sysfs_write(P2P_RA_KB, "2048"));
 	for (i = 0; i < ARRAY_SIZE(bad); i++) {

@@ -1153,6 +1153,28 @@ TEST_F_TIMEOUT(readahead, disabled, 300)
 }
 
 /* The number after @key in @line, or -1. */
+/*
+ * P-readahead is for requests that DMA serves slower than a copy.  With a
+ * cost model in which DMA is nearly free, small sequential reads are DMAed
+ * and nothing is read ahead.
+ */
+TEST_F_TIMEOUT(readahead, cheap_dma_not_read_ahead, 300)
+{
+	const long long len = 4 * MiB;
+	struct ra_stats before, d;
+
+	ASSERT_EQ(0, sysfs_write(P2P_COST_NS, "4096:10 1048576:2000"));
+	ASSERT_EQ(0, drop_caches());
+	stats_read(&before);
+	ASSERT_EQ(len / REQ, seq_read(_metadata, self, self->fd, 0, len, REQ,
+				      self->seed, NULL));
+	stats_delta(&before, &d);
+	stats_log(_metadata, "DMA nearly free: 4 MiB in 16 KiB reads", &d);
+	EXPECT_EQ(0, d.ra_reads);
+	EXPECT_EQ(0, d.ra_pages);
+	EXPECT_EQ(len, d.p2p_bytes);
+}
+
 static long long trace_field(const char *line, const char *key)
 {
 	const char *p = strstr(line, key);

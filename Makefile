@@ -9,7 +9,8 @@ SHELL := /bin/bash
 S := scripts
 
 .PHONY: help deps tree export config kernel selftests initramfs image \
-	demo test test-debug kernel-debug bench-stack bench-readahead shell \
+	demo test test-debug kernel-debug kernel-base bench bench-report calibrate \
+	bench-stack bench-readahead shell \
 	checkpatch bisect-check clean distclean
 
 help:
@@ -21,6 +22,9 @@ help:
 	@echo
 	@echo '  make test-debug  the suite on the debug kernel (configs/debug.config:'
 	@echo '                   KASAN, lockdep, DEBUG_VM, KFENCE, atomic-sleep checks)'
+	@echo '  make bench       SPIN against every baseline, plain and throttled rig,'
+	@echo '                   calibrated, with the unpatched kernel; tables and plots'
+	@echo '  make calibrate   fit the router'"'"'s cost model in the rig and print it'
 	@echo '  make bench-stack P2P through md raid0 (1-3 drives), plain and throttled'
 	@echo '  make bench-readahead  P-readahead and page-cache pollution, plain and throttled'
 	@echo '  make shell       boot the rig to a shell on the console'
@@ -70,6 +74,20 @@ kernel-debug: tree
 test-debug: kernel-debug initramfs
 	@SPIN_DEBUG=1 $(S)/run-tests.sh --timeout 4800
 
+kernel-base: config
+	@$(S)/kernel-base.sh
+
+bench: image
+	@$(S)/deps.sh --bench
+	@$(S)/bench.sh
+
+bench-report:
+	@$(S)/deps.sh --bench
+	@$(S)/bench-report.sh
+
+calibrate: image
+	@$(S)/rig.sh --mode bench --timeout 900 --append spin_bench=calibrate
+
 bench-stack: image
 	@$(S)/bench-stack.sh
 
@@ -86,7 +104,7 @@ bisect-check: config
 	@$(S)/bisect-check.sh
 
 clean:
-	rm -rf build/obj build/obj-debug build/kselftest build/kselftest-obj build/initramfs \
+	rm -rf build/obj build/obj-debug build/obj-base build/kselftest build/kselftest-obj build/initramfs \
 		build/initramfs.cpio build/run
 
 distclean:

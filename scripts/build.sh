@@ -15,6 +15,7 @@ Run scripts/config.sh first.
 
   SPIN_DEBUG=1   build the debug kernel (build/obj-debug)
   SPIN_OBJ=dir   object directory (default build/obj, or build/obj-debug)
+  SPIN_SRC=dir   source tree (default build/linux)
 USAGE
 }
 case "${1:-}" in -h|--help) usage; exit 0 ;; esac
@@ -29,4 +30,4 @@ if command -v ccache >/dev/null; then
 	export CCACHE_BASEDIR=$top CCACHE_NOHASHDIR=true
 fi
 [ $# -gt 0 ] || set -- bzImage
-make -s -C "$top/build/linux" O="$obj" ARCH=x86_64 CC="$cc" -j"$(nproc)" "$@"
+make -s -C "${SPIN_SRC:-$top/build/linux}" O="$obj" ARCH=x86_64 CC="$cc" -j"$(nproc)" "$@"

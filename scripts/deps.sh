@@ -7,13 +7,14 @@ set -euo pipefail
 
 usage() {
 	cat <<USAGE
-Usage: $0 [--help] [--check]
+Usage: $0 [--help] [--check] [--bench]
 
 Installs, with apt-get, every Debian package that building the kernel,
 the initramfs, running the QEMU rig and the kselftests needs.  Packages
 already installed are left alone, so a second run does nothing.
 
   --check   only list missing packages; exit 1 if any are missing
+  --bench   also what 'make bench' needs on the host (gnuplot)
 USAGE
 }
 
@@ -30,12 +31,14 @@ PKGS=(
 )
 
 check=0
-case "${1:-}" in
--h|--help) usage; exit 0 ;;
---check) check=1 ;;
-"") ;;
-*) usage >&2; exit 2 ;;
-esac
+for arg in "$@"; do
+	case "$arg" in
+	-h|--help) usage; exit 0 ;;
+	--check) check=1 ;;
+	--bench) PKGS+=(gnuplot-nox) ;;
+	*) usage >&2; exit 2 ;;
+	esac
+done
 
 missing=()
 for p in "${PKGS[@]}"; do

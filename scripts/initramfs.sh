@@ -16,8 +16,8 @@ Writes build/initramfs.cpio from:
     timeout (run_kselftest.sh wants /usr/bin/timeout), each with the
     shared libraries ldd lists for it;
   - build/kselftest (scripts/selftests.sh) as /kselftest;
-  - tools/spin/spin-demo, spin-bounce and spin-resident, compiled
-    here, and tools/spin/bench-stack.sh and bench-readahead.sh;
+  - the tools/spin/spin-*.c tools, compiled here, spin-calibrate, and
+    the benchmarks' guest sides tools/spin/bench-*.sh as bench-*;
   - scripts/guest-init as /init.
 Nothing else from the host goes in.
 USAGE
@@ -51,11 +51,13 @@ for t in "${tools[@]}"; do
 	copy_libs "$bin"
 done
 
-for t in spin-demo spin-bounce spin-resident; do
-	gcc -O2 -Wall -Werror -o "$root/usr/bin/$t" "$top/tools/spin/$t.c"
+for c in "$top"/tools/spin/spin-*.c; do
+	t=$(basename "$c" .c)
+	gcc -O2 -Wall -Werror -pthread -o "$root/usr/bin/$t" "$c" -lm
 done
-for b in stack readahead; do
-	install -m 0755 "$top/tools/spin/bench-$b.sh" "$root/usr/bin/bench-$b"
+install -m 0755 "$top/tools/spin/spin-calibrate.sh" "$root/usr/bin/spin-calibrate"
+for b in "$top"/tools/spin/bench-*.sh; do
+	install -m 0755 "$b" "$root/usr/bin/$(basename "$b" .sh)"
 done
 cp -a "$top/build/kselftest" "$root/kselftest"
 for f in "$root"/usr/bin/spin-* "$root"/kselftest/spin/*_test; do

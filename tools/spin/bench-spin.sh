@@ -1,0 +1,172 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
+#
+# Guest side of 'make bench' (scripts/guest-init, spin_mode=bench
+# spin_bench=spin): SPIN against every baseline, side by side, in one
+# boot of the rig.
+#
+# Modes (gdsio's transfer types in brackets):
+#   p2p        fio, O_DIRECT into device memory (GPUD)
+#   bounce     spin-bounce: buffered pread into RAM, memcpy into device
+#              memory (CPU_GPU)
+#   pagecache  fio, buffered pread into device memory, router off
+#   spin       fio, buffered pread into device memory, router on
+#   spin_default  spin with the router's default (uncalibrated) model
+#
+# Every point starts from an exact page-cache residency set by
+# spin-cache (contiguous: the first r% of the file; scattered: r% of
+# its 64 KiB pieces at random), then a one-second pause so that a
+# throttled drive's burst allowance is full before every run alike.
+#
+# First spin-calibrate fits the router's model to this rig and drive.
+# Then the sweeps, on a 128 MiB file on XFS (first rig drive):
+#   residency  0-100% in steps of 10, contiguous and scattered,
+#              1 MiB sequential reads, one job
+#   size       4 KiB to 8 MiB, sequential, at 0% and 50% scattered
+#              (32 MiB per run below 256 KiB)
+#   random     64 KiB and 1 MiB random reads, 0% and 50% scattered
+#   jobs       4 jobs, 1 MiB sequential, 0% and 50% scattered
+#   app        SPIN's scenario: a log writer appends to four files
+#              while a scanner reads them into device memory; the
+#              last quarter of each file was just written (hot)
+#   regress    ordinary buffered reads into RAM, router on and off
+#              (bench-regress)
+# and the router's and P-readahead's counters for each spin run.
+#
+# Prints CSV (sweep,pattern,residency,bs,rw,jobs,mode,MB/s,extra)
+# between "# bench-spin: begin" and "# bench-spin: end"; lines starting
+# "# calib" carry the calibration.
+set -u
+R=/sys/kernel/mm/p2p_router
+SIZE=$((128 * 1024 * 1024))
+DEFAULT_MODEL="4096:80000 131072:120000 1048576:380000"
+DEFAULT_COPY=4000
+
+provider=
+for d in /sys/bus/pci/devices/*; do
+	[ "$(cat "$d/p2pmem/published" 2>/dev/null)" = 1 ] || continue
+	[ "$(cat "$d/p2pmem/size")" -ge 268435456 ] && provider=$d && break
+done
+[ -n "$provider" ] || { echo "bench-spin: no 256 MiB provider"; exit 1; }
+set -- $(grep -l '^SPINRIG' /sys/block/nvme*/device/serial | cut -d/ -f4 | sort)
+[ $# -ge 1 ] || { echo "bench-spin: no rig drive"; exit 1; }
+p2pmem="mmapshared:$provider/p2pmem/allocate"
+
+mkdir -p /mnt/data
+mkfs.xfs -q -f "/dev/$1" && mount "/dev/$1" /mnt/data || exit 1
+F=/mnt/data/file
+dd if=/dev/urandom of=$F bs=1M count=$((SIZE >> 20)) 2>/dev/null
+sync
+
+counter() { cat "$R/stats/$1"; }
+
+# fio_bw FILE RW BS DIRECT IOMEM BYTES JOBS -> MB/s, page cache untouched
+fio_bw() {
+	fio --name=b --filename="$1" --rw="$2" --bs="$3" --direct="$4" \
+		--ioengine=psync --iomem="$5" --size=$(($6 / $7)) \
+		--numjobs="$7" --offset_increment=$(($6 / $7)) \
+		--group_reporting --invalidate=0 --minimal 2>/dev/null |
+		awk -F';' '{ printf "%.0f\n", $7 * 1024 / 1e6 }'
+}
+
+# point SWEEP PATTERN RES BS RW JOBS MODES...: one CSV line per mode
+point() {
+	sweep=$1 pat=$2 res=$3 bs=$4 rw=$5 jobs=$6
+	shift 6
+	bytes=$SIZE
+	[ "$(echo "$bs" | tr -d k)" != "$bs" ] &&
+		[ "${bs%k}" -lt 256 ] && bytes=$((32 * 1024 * 1024))
+	bsb=$(echo "$bs" | sed 's/k$/*1024/; s/M$/*1048576/')
+	bsb=$((bsb))
+	for mode in "$@"; do
+		got=$(spin-cache $F "$res" "$pat" | cut -d' ' -f1)
+		sleep 1
+		extra="resident=$got"
+		case $mode in
+		p2p)
+			bw=$(fio_bw $F "$rw" "$bs" 1 "$p2pmem" $bytes "$jobs") ;;
+		bounce)
+			r=
+			[ "$rw" = randread ] && r=-r
+			bw=$(spin-bounce -k $r -j "$jobs" $F "$provider" $bsb $bytes) ;;
+		pagecache)
+			echo 0 >$R/enabled
+			bw=$(fio_bw $F "$rw" "$bs" 0 "$p2pmem" $bytes "$jobs")
+			echo 1 >$R/enabled ;;
+		spin|spin_default)
+			d0=$(counter p2p_bytes) c0=$(counter cache_bytes) h0=$(counter ra_hits)
+			bw=$(fio_bw $F "$rw" "$bs" 0 "$p2pmem" $bytes "$jobs")
+			extra="$extra dma_MiB=$((($(counter p2p_bytes) - d0) >> 20))"
+			extra="$extra copy_MiB=$((($(counter cache_bytes) - c0) >> 20))"
+			extra="$extra ra_hit_MiB=$((($(counter ra_hits) - h0) >> 8))" ;;
+		esac
+		echo "$sweep,$pat,$res,$bs,$rw,$jobs,$mode,$bw,$extra"
+	done
+}
+
+echo "# bench-spin: begin"
+spin-calibrate $F "$provider" | sed 's/^/# calib /'
+cal_model=$(cat $R/p2p_cost_ns) cal_copy=$(cat $R/copy_mbps)
+echo "sweep,pattern,residency,bs,rw,jobs,mode,MB/s,extra"
+
+for pat in contig scatter; do
+	for res in 0 10 20 30 40 50 60 70 80 90 100; do
+		point residency $pat $res 1M read 1 p2p bounce pagecache spin
+	done
+done
+echo "$DEFAULT_MODEL" >$R/p2p_cost_ns
+echo $DEFAULT_COPY >$R/copy_mbps
+for res in 0 10 20 30 40 50 60 70 80 90 100; do
+	point residency scatter $res 1M read 1 spin_default
+done
+echo "$cal_model" >$R/p2p_cost_ns
+echo "$cal_copy" >$R/copy_mbps
+
+for res in 0 50; do
+	for bs in 4k 16k 64k 256k 1M 4M 8M; do
+		point size scatter $res $bs read 1 p2p bounce pagecache spin
+	done
+	for bs in 64k 1M; do
+		point random scatter $res $bs randread 1 p2p bounce pagecache spin
+	done
+	point jobs scatter $res 1M read 4 p2p bounce pagecache spin
+done
+
+# SPIN's scenario: four logs, the last quarter of each just appended
+# and still cached, scanned into device memory while a writer keeps
+# appending to a fifth.
+dd if=/dev/urandom of=/tmp/chunk bs=1M count=8 2>/dev/null
+for mode in p2p bounce pagecache spin; do
+	rm -f /mnt/data/log*
+	for i in 0 1 2 3; do
+		dd if=/dev/urandom of=/mnt/data/log$i bs=1M count=24 2>/dev/null
+	done
+	sync
+	for i in 0 1 2 3; do
+		spin-cache /mnt/data/log$i 0 >/dev/null
+		cat /tmp/chunk /tmp/chunk /tmp/chunk >>/mnt/data/log$i
+	done
+	(while :; do cat /tmp/chunk >>/mnt/data/log4; sleep 0.1; done) &
+	writer=$!
+	sleep 1
+	logs=/mnt/data/log0:/mnt/data/log1:/mnt/data/log2:/mnt/data/log3
+	case $mode in
+	p2p) bw=$(fio_bw $logs read 1M 1 "$p2pmem" $SIZE 1) ;;
+	pagecache)
+		echo 0 >$R/enabled
+		bw=$(fio_bw $logs read 1M 0 "$p2pmem" $SIZE 1)
+		echo 1 >$R/enabled ;;
+	spin) bw=$(fio_bw $logs read 1M 0 "$p2pmem" $SIZE 1) ;;
+	bounce)
+		bw=$(for i in 0 1 2 3; do
+			spin-bounce -k /mnt/data/log$i "$provider" 1048576 $((SIZE / 4))
+		done | awk '{ t += 32 / $1 } END { printf "%.0f\n", 128 / t }') ;;
+	esac
+	kill $writer
+	wait $writer 2>/dev/null
+	echo "app,log,25,1M,read,1,$mode,$bw,writer_MiB=$(($(wc -c </mnt/data/log4) >> 20))"
+	rm -f /mnt/data/log4
+done
+
+bench-regress /mnt/data | grep '^regress,'
+echo "# bench-spin: end"

@@ -1,0 +1,110 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
+#
+# spin-calibrate: measure this machine's drive and copy speeds and set
+# the P2P router's cost model from them.  Runs in the guest (it is
+# /usr/bin/spin-calibrate in the rig's initramfs; 'make calibrate' boots
+# the rig and runs it).
+set -u
+
+usage() {
+	cat <<USAGE
+Usage: spin-calibrate [--help] [--dry-run] [--secs N] [--reps N]
+                      FILE PROVIDER-SYSFS-DIR
+
+FILE is a file (or block device) of at least 64 MiB on the drive to
+calibrate for; PROVIDER-SYSFS-DIR the PCI device that publishes the
+device memory (/sys/bus/pci/devices/<bdf>).  Measures, with fio:
+
+  - the DMA time of one O_DIRECT read into device memory at queue depth
+    1, for request sizes from 4 KiB to 8 MiB (random offsets, N seconds
+    each, repeated --reps times): 1 / IOPS;
+  - copy_mbps: plain reads of a cached 64 MiB file into device memory
+    with the router off (a copy out of the page cache);
+  - copy_from_mbps: plain writes from device memory into the page cache
+    with the router off (a CPU read-out of device memory), into a
+    scratch file next to FILE (skipped for a block device).
+
+spin-fit chooses the knees of the piecewise-linear DMA model and the
+times at them by least squares; the model, fitted against measured, and
+the two copy speeds are printed, and written to
+/sys/kernel/mm/p2p_router/{p2p_cost_ns,copy_mbps,copy_from_mbps}
+unless --dry-run is given.  Takes about 13 * secs * reps seconds plus a
+few seconds for the copies.  Defaults: --secs 2 --reps 2.
+USAGE
+}
+
+R=/sys/kernel/mm/p2p_router
+secs=2 reps=2 dry=0
+while [ $# -gt 0 ]; do
+	case "$1" in
+	-h|--help) usage; exit 0 ;;
+	--dry-run) dry=1 ;;
+	--secs) secs=$2; shift ;;
+	--reps) reps=$2; shift ;;
+	-*) usage >&2; exit 2 ;;
+	*) break ;;
+	esac
+	shift
+done
+[ $# -eq 2 ] || { usage >&2; exit 2; }
+file=$1 provider=$2
+iomem="mmapshared:$provider/p2pmem/allocate"
+[ -r "$file" ] && [ -w "$provider/p2pmem/allocate" ] && [ -w "$R/enabled" ] ||
+	{ echo "spin-calibrate: need FILE, a p2pmem provider and $R" >&2; exit 1; }
+
+# fio's terse output: field 7 is read KiB/s, 8 read IOPS, 48 write KiB/s.
+fio_field() {	# field, then fio arguments
+	f=$1
+	shift
+	fio --name=cal --ioengine=psync --minimal "$@" 2>/dev/null |
+		awk -F';' -v f="$f" '{ print $f }'
+}
+
+samples=/tmp/spin-calibrate.$$
+: >"$samples"
+for rep in $(seq "$reps"); do
+	for kb in 4 8 16 32 64 128 256 512 1024 2048 4096 8192; do
+		iops=$(fio_field 8 --filename="$file" --rw=randread --bs=${kb}k \
+			--direct=1 --iomem="$iomem" --size=64M --runtime="$secs" \
+			--time_based)
+		awk -v b=$((kb * 1024)) -v i="$iops" \
+			'i > 0 { printf "%d %.0f\n", b, 1e9 / i }' >>"$samples"
+	done
+done
+
+# Copies, with the router off so that nothing is DMAed.
+was=$(cat $R/enabled)
+echo 0 >$R/enabled
+cat "$file" >/dev/null 2>&1 || true
+copy=$(fio_field 7 --filename="$file" --rw=read --bs=1M --direct=0 \
+	--iomem="$iomem" --size=64M --invalidate=0 --loops=3)
+copy_from=
+if [ -f "$file" ]; then
+	scratch=$(dirname "$file")/.spin-calibrate.$$
+	copy_from=$(fio_field 48 --filename="$scratch" --rw=write --bs=1M \
+		--direct=0 --iomem="$iomem" --size=64M --end_fsync=0)
+	rm -f "$scratch"
+fi
+echo "$was" >$R/enabled
+
+model=$(spin-fit <"$samples" | tee "$samples.fit" | head -n 1)
+[ -n "$model" ] || { echo "spin-calibrate: no fit" >&2; exit 1; }
+copy=$(awk -v k="$copy" 'BEGIN { printf "%.0f", k * 1024 / 1e6 }')
+[ -n "$copy_from" ] &&
+	copy_from=$(awk -v k="$copy_from" 'BEGIN { printf "%.0f", k * 1024 / 1e6 }')
+
+echo "# spin-calibrate: DMA time of one read into device memory, fitted"
+tail -n +2 "$samples.fit"
+echo "p2p_cost_ns: $model"
+echo "copy_mbps: $copy"
+[ -n "$copy_from" ] && echo "copy_from_mbps: $copy_from"
+rm -f "$samples" "$samples.fit"
+
+[ $dry = 1 ] && exit 0
+echo "$model" >$R/p2p_cost_ns &&
+	{ [ "$copy" -gt 0 ] && echo "$copy" >$R/copy_mbps; } &&
+	{ [ -z "$copy_from" ] || [ "$copy_from" -le 0 ] ||
+	  echo "$copy_from" >$R/copy_from_mbps; } ||
+	{ echo "spin-calibrate: could not write the model" >&2; exit 1; }
+echo "# spin-calibrate: written to $R"

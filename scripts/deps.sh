@@ -27,7 +27,7 @@ PKGS=(
 	# the rig
 	qemu-system-x86
 	# guest user space: busybox plus the real tools the tests drive
-	busybox-static mdadm dmsetup xfsprogs e2fsprogs fio
+	busybox-static mdadm dmsetup xfsprogs e2fsprogs dosfstools fio
 )
 
 check=0

@@ -12,7 +12,7 @@ Usage: $0 [--help]
 
 Writes build/initramfs.cpio from:
   - busybox-static (the shell and the small utilities);
-  - mdadm, dmsetup, mkfs.xfs, xfs_io, mkfs.ext4, fio and coreutils'
+  - mdadm, dmsetup, mkfs.xfs, xfs_io, mkfs.ext4, mkfs.vfat, fio and coreutils'
     timeout (run_kselftest.sh wants /usr/bin/timeout), each with the
     shared libraries ldd lists for it;
   - build/kselftest (scripts/selftests.sh) as /kselftest;
@@ -27,7 +27,7 @@ case "${1:-}" in -h|--help) usage; exit 0 ;; "") ;; *) usage >&2; exit 2 ;; esac
 top=$(cd "$(dirname "$0")/.." && pwd)
 root=$top/build/initramfs
 out=$top/build/initramfs.cpio
-tools=(mdadm dmsetup mkfs.xfs xfs_io mkfs.ext4 fio timeout)
+tools=(mdadm dmsetup mkfs.xfs xfs_io mkfs.ext4 mkfs.vfat fio timeout)
 
 [ -x "$top/build/kselftest/run_kselftest.sh" ] ||
 	{ echo "initramfs: build/kselftest missing; run scripts/selftests.sh" >&2; exit 1; }

@@ -41,7 +41,7 @@ cp /etc/mke2fs.conf "$root/etc/"
 # The shared libraries (and the dynamic loader) a binary needs.
 copy_libs() {
 	local lib
-	for lib in $(ldd "$1" | grep -o '/[^ ]*'); do
+	for lib in $(ldd "$1" 2>/dev/null | grep -o '/[^ ]*'); do
 		[ -e "$root$lib" ] || cp -L --parents "$lib" "$root"
 	done
 }

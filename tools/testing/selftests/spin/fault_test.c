@@ -74,7 +74,7 @@ FIXTURE_SETUP(fault)
 	if (!variant->dust && access(FAIL_DIR, F_OK))
 		SKIP(return, "no %s (CONFIG_FAIL_MAKE_REQUEST)", FAIL_DIR);
 	run_cmd("mdadm --stop " MD " 2>/dev/null");
-	run_cmd("dmsetup remove " DUST " 2>/dev/null");
+	run_cmd("dmsetup remove --noudevsync " DUST " 2>/dev/null");
 	for (i = 0; i < (size_t)variant->members; i++) {
 		size_t l = strlen(members);
 
@@ -106,8 +106,9 @@ FIXTURE_SETUP(fault)
 	}
 	if (variant->dust) {
 		/* dm-dust counts in 512-byte sectors; blksz 4096. */
+		/* No udev in the rig: mknodes makes /dev/mapper/<name>. */
 		snprintf(cmd, sizeof(cmd),
-			 "dmsetup create " DUST " --table '0 %lu dust /dev/%s 0 4096'",
+			 "dmsetup create --noudevsync " DUST " --table '0 %lu dust /dev/%s 0 4096' && dmsetup mknodes " DUST,
 			 DEV_SIZE / 512, self->ns[0]);
 		ASSERT_EQ(0, run_cmd(cmd));
 		self->dust = true;
@@ -127,7 +128,7 @@ FIXTURE_SETUP(fault)
 	memset(self->known, 1, DEV_SIZE);
 
 	wfd = open(self->dev, O_RDWR);
-	ASSERT_LE(0, wfd);
+	ASSERT_LE(0, wfd) TH_LOG("%s: %s", self->dev, strerror(errno));
 	ASSERT_EQ(0, write_pattern(wfd, DEV_SIZE, self->rng));
 	close(wfd);
 	ASSERT_EQ(0, drop_caches());
@@ -155,7 +156,7 @@ FIXTURE_TEARDOWN(fault)
 	if (self->fd >= 0)
 		close(self->fd);
 	if (self->dust)
-		run_cmd("dmsetup remove " DUST " 2>/dev/null");
+		run_cmd("dmsetup remove --noudevsync " DUST " 2>/dev/null");
 	if (self->assembled)
 		run_cmd("mdadm --stop " MD " 2>/dev/null");
 	free(self->model);

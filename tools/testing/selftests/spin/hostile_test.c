@@ -11,6 +11,9 @@
  *    or a short read of right bytes);
  *  - files on tmpfs and vfat, which the router does not serve (a plain
  *    copy);
+ *  - writes from device memory through a read-only descriptor, into a
+ *    write-sealed memfd and into an immutable file (refused, nothing
+ *    changed), and reads under a read lease (which they do not break);
  *  - unprivileged users: no p2pmem/allocate, no router knobs, no
  *    tracefs; the counters are plain numbers.
  *
@@ -19,6 +22,9 @@
  */
 #define _GNU_SOURCE
 #include <limits.h>
+#include <linux/fs.h>
+#include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/uio.h>
 
 #include "spin_util.h"
@@ -277,6 +283,93 @@ TEST_F(hostile, vfat)
 	if (run_cmd("command -v mkfs.vfat >/dev/null"))
 		SKIP(return, "no mkfs.vfat");
 	other_fs(_metadata, self, "vfat", "mkfs.vfat", "vfat", NULL);
+}
+
+/*
+ * Writes from device memory obey the same checks as any write: a
+ * read-only descriptor, a write-sealed memfd and an immutable file are
+ * refused and keep their bytes.
+ */
+TEST_F(hostile, write_permissions)
+{
+	const size_t len = 1 * MiB + 5;
+	unsigned char *back = malloc(len);
+	int fd, flags = FS_IMMUTABLE_FL, zero = 0;
+
+	ASSERT_NE(NULL, back);
+	memset(self->dev, 0x3c, len);
+
+	/* self->fd is O_RDONLY. */
+	errno = 0;
+	EXPECT_EQ(-1, pwrite(self->fd, self->dev, len, 4096));
+	EXPECT_EQ(EBADF, errno);
+
+	fd = memfd_create("spin-sealed", MFD_ALLOW_SEALING);
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, write_pattern(fd, 2 * MiB, self->seed));
+	ASSERT_EQ(0, fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE));
+	errno = 0;
+	EXPECT_EQ(-1, pwrite(fd, self->dev, len, 4096));
+	EXPECT_EQ(EPERM, errno);
+	ASSERT_EQ((ssize_t)len, pread(fd, back, len, 4096));
+	EXPECT_EQ(-1, first_diff(back, self->ref + 4096, len));
+	close(fd);
+
+	fd = open(MNT "/immutable", O_RDWR | O_CREAT | O_TRUNC, 0600);
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, write_pattern(fd, 2 * MiB, self->seed));
+	close(fd);
+	fd = open(MNT "/immutable", O_RDONLY);
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, ioctl(fd, FS_IOC_SETFLAGS, &flags));
+	close(fd);
+	errno = 0;
+	EXPECT_EQ(-1, open(MNT "/immutable", O_RDWR));
+	EXPECT_EQ(EPERM, errno);
+	fd = open(MNT "/immutable", O_RDONLY);
+	ASSERT_LE(0, fd);
+	errno = 0;
+	EXPECT_EQ(-1, pwrite(fd, self->dev, len, 4096));
+	EXPECT_EQ(EBADF, errno);
+	ASSERT_EQ(0, drop_caches());
+	memset(self->dev, POISON, len);
+	ASSERT_EQ((ssize_t)len, pread(fd, self->dev, len, 4096));
+	EXPECT_EQ(-1, first_diff(self->dev, self->ref + 4096, len));
+	ASSERT_EQ(0, ioctl(fd, FS_IOC_SETFLAGS, &zero));
+	close(fd);
+	unlink(MNT "/immutable");
+	free(back);
+}
+
+/*
+ * A read lease: reads into device memory, routed or not, do not break
+ * it, and a writer still has to break it before it may write.
+ */
+TEST_F(hostile, lease)
+{
+	const size_t len = 2 * MiB;
+	int fd, wfd;
+
+	/* The break is signalled to the holder, here: SIGIO by default. */
+	signal(SIGIO, SIG_IGN);
+	fd = open(MNT "/data", O_RDONLY);
+	ASSERT_LE(0, fd);
+	/* No other open for writing, so a read lease can be had. */
+	ASSERT_EQ(0, fcntl(fd, F_SETLEASE, F_RDLCK));
+	ASSERT_EQ(0, drop_caches());
+	memset(self->dev, POISON, len);
+	ASSERT_EQ((ssize_t)len, pread(fd, self->dev, len, 1 * MiB));
+	EXPECT_EQ(-1, first_diff(self->dev, self->ref + 1 * MiB, len));
+	EXPECT_EQ(F_RDLCK, fcntl(fd, F_GETLEASE));
+	errno = 0;
+	wfd = open(MNT "/data", O_WRONLY | O_NONBLOCK);
+	EXPECT_EQ(-1, wfd);
+	EXPECT_EQ(EWOULDBLOCK, errno);
+	if (wfd >= 0)
+		close(wfd);
+	ASSERT_EQ(0, fcntl(fd, F_SETLEASE, F_UNLCK));
+	close(fd);
+	signal(SIGIO, SIG_DFL);
 }
 
 /*

@@ -1,0 +1,549 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Device memory that goes away during a read, and reads under a memory
+ * cgroup limit.
+ *
+ *  - munmap() of the destination from another thread during a pread();
+ *  - a reader killed with SIGKILL in the middle of its reads;
+ *  - the provider's driver unbound, and the provider removed through
+ *    sysfs, while a process has its memory mapped and reads into it:
+ *    outstanding reads complete or fail, later access to the mapping
+ *    gets SIGBUS, and the provider comes back whole after a rebind or a
+ *    rescan;
+ *  - P-readahead and routed writes inside a memory cgroup whose
+ *    memory.max is a fraction of the data: correct bytes and no OOM kill.
+ *
+ * After each case no device memory is lost (p2pmem/available is back
+ * where it started) and the file still reads back right into RAM and
+ * into device memory.  Every byte a completed read delivered, while its
+ * destination was still mapped, is compared with the file's pattern.
+ *
+ * The removal cases unbind and remove the provider the rig's drives
+ * share a switch with, so this program runs after the others.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <time.h>
+
+#include "spin_util.h"
+#include "../kselftest_harness.h"
+
+#define P2P_ROUTER	"/sys/kernel/mm/p2p_router"
+#define DRIVER		"/sys/bus/pci/drivers/p2pmem_bar"
+#define FILE_SIZE	(48 * MiB)
+#define READ_LEN	(8 * MiB)
+#define MNT		"/mnt/spin-lifecycle"
+#define CG_ROOT		"/sys/fs/cgroup"
+#define CG		CG_ROOT "/spin-lifecycle"
+#define CG_MAX		(16 * MiB)
+#define POISON		0xa5
+#define EXIT_SIGBUS	42
+
+FIXTURE(lifecycle) {
+	char ns[NAME_MAX + 1];
+	char provider[SYSFS_LEN];
+	char bdf[64];
+	unsigned char *ref;
+	long long avail0;
+	uint64_t seed, rng;
+	int fd;
+	bool mounted;
+};
+
+FIXTURE_SETUP(lifecycle)
+{
+	char nvme_dev[SYSFS_LEN], *slash;
+	int wfd;
+
+	self->fd = -1;
+	if (access(P2P_ROUTER "/enabled", F_OK))
+		SKIP(return, "no P2P router in this kernel");
+	if (nvme_rig_ns(2, self->ns, sizeof(self->ns)))
+		SKIP(return, "rig NVMe drive 2 not found");
+	ASSERT_EQ(0, nvme_pci_dev(self->ns, nvme_dev, sizeof(nvme_dev)));
+	if (p2pmem_find(nvme_dev, true, self->provider, sizeof(self->provider)))
+		SKIP(return, "no provider reachable from %s", self->ns);
+	slash = strrchr(self->provider, '/');
+	snprintf(self->bdf, sizeof(self->bdf), "%s", slash + 1);
+	self->avail0 = p2pmem_available(self->provider);
+	ASSERT_LT(READ_LEN, self->avail0);
+
+	ASSERT_EQ(0, mkfs_mount("xfs", self->ns, MNT));
+	self->mounted = true;
+	self->seed = getpid() * 0x9e3779b97f4a7c15ULL;
+	self->rng = self->seed | 1;
+	TH_LOG("seed %#llx, provider %s", (unsigned long long)self->seed,
+	       self->bdf);
+	wfd = open(MNT "/data", O_RDWR | O_CREAT | O_TRUNC, 0600);
+	ASSERT_LE(0, wfd);
+	ASSERT_EQ(0, write_pattern(wfd, FILE_SIZE, self->seed));
+	close(wfd);
+	ASSERT_EQ(0, drop_caches());
+	self->fd = open(MNT "/data", O_RDONLY);
+	ASSERT_LE(0, self->fd);
+	self->ref = malloc(FILE_SIZE);
+	ASSERT_NE(NULL, self->ref);
+	pattern_fill(self->ref, FILE_SIZE, 0, self->seed);
+}
+
+FIXTURE_TEARDOWN(lifecycle)
+{
+	if (self->fd >= 0)
+		close(self->fd);
+	free(self->ref);
+	if (self->mounted)
+		umount2(MNT, MNT_DETACH);
+}
+
+static void sleep_us(long us)
+{
+	struct timespec ts = { us / 1000000, us % 1000000 * 1000 };
+
+	nanosleep(&ts, NULL);
+}
+
+/* p2pmem/available of @provider once it is back to @want; -1 on timeout. */
+static long long wait_available(const char *provider, long long want)
+{
+	long long now = -1;
+	int i;
+
+	for (i = 0; i < 100; i++) {
+		now = p2pmem_available(provider);
+		if (now == want)
+			break;
+		sleep_us(50000);
+	}
+	return now;
+}
+
+/*
+ * The file still reads back right, cold, into RAM and into device
+ * memory, and no device memory is lost.
+ */
+static void check_after(struct __test_metadata *_metadata,
+			FIXTURE_DATA(lifecycle) *self)
+{
+	unsigned char *ram = malloc(READ_LEN), *dev;
+	off_t off;
+
+	ASSERT_NE(NULL, ram);
+	EXPECT_EQ(self->avail0, wait_available(self->provider, self->avail0));
+	ASSERT_EQ(0, drop_caches());
+	for (off = 0; off < (off_t)FILE_SIZE; off += READ_LEN) {
+		ASSERT_EQ((ssize_t)READ_LEN, pread(self->fd, ram, READ_LEN, off));
+		ASSERT_EQ(-1, first_diff(ram, self->ref + off, READ_LEN))
+			TH_LOG("RAM read at %lld is wrong", (long long)off);
+	}
+	free(ram);
+	dev = p2pmem_map(self->provider, READ_LEN);
+	ASSERT_NE(NULL, dev);
+	ASSERT_EQ(0, drop_caches());
+	memset(dev, POISON, READ_LEN);
+	ASSERT_EQ((ssize_t)READ_LEN, pread(self->fd, dev, READ_LEN, 8 * MiB));
+	EXPECT_EQ(-1, first_diff(dev, self->ref + 8 * MiB, READ_LEN));
+	munmap(dev, READ_LEN);
+	EXPECT_EQ(self->avail0, wait_available(self->provider, self->avail0));
+}
+
+struct racer {
+	int fd;
+	unsigned char *dst;
+	off_t off;
+	ssize_t ret;
+	int err;
+};
+
+static void *racer_read(void *arg)
+{
+	struct racer *r = arg;
+
+	posix_fadvise(r->fd, r->off, READ_LEN, POSIX_FADV_DONTNEED);
+	errno = 0;
+	r->ret = pread(r->fd, r->dst, READ_LEN, r->off);
+	r->err = errno;
+	return NULL;
+}
+
+/*
+ * Another thread unmaps the destination while a cold pread() is DMAing
+ * into it.  The read completes, comes back short or fails with EFAULT;
+ * the pages it pinned go back to the provider when it is done.
+ */
+TEST_F_TIMEOUT(lifecycle, munmap_during_read, 300)
+{
+	int round, whole = 0, shrt = 0, efault = 0;
+
+	for (round = 0; round < 30; round++) {
+		struct racer r = { .fd = self->fd };
+		pthread_t tid;
+
+		r.off = xorshift64(&self->rng) % (FILE_SIZE / READ_LEN) *
+			READ_LEN;
+		r.dst = p2pmem_map(self->provider, READ_LEN);
+		ASSERT_NE(NULL, r.dst);
+		memset(r.dst, POISON, READ_LEN);
+		ASSERT_EQ(0, pthread_create(&tid, NULL, racer_read, &r));
+		/* A cold 8 MiB read takes a few ms in the rig. */
+		sleep_us(xorshift64(&self->rng) % 4000);
+		ASSERT_EQ(0, munmap(r.dst, READ_LEN));
+		ASSERT_EQ(0, pthread_join(tid, NULL));
+		if (r.ret == (ssize_t)READ_LEN) {
+			whole++;
+		} else if (r.ret >= 0) {
+			shrt++;
+		} else {
+			EXPECT_EQ(EFAULT, r.err);
+			efault++;
+		}
+	}
+	TH_LOG("30 rounds: %d whole, %d short, %d EFAULT", whole, shrt, efault);
+	check_after(_metadata, self);
+}
+
+/* Read cold into device memory for ever, checking every read. */
+static void __attribute__((noreturn))
+reader_loop(FIXTURE_DATA(lifecycle) *self, unsigned char *dst, int secs)
+{
+	time_t end = time(NULL) + secs;
+	uint64_t rng = self->seed ^ getpid();
+
+	while (time(NULL) < end) {
+		off_t off = xorshift64(&rng) % (FILE_SIZE / READ_LEN) * READ_LEN;
+		ssize_t ret;
+
+		posix_fadvise(self->fd, off, READ_LEN, POSIX_FADV_DONTNEED);
+		memset(dst, POISON, READ_LEN);
+		ret = pread(self->fd, dst, READ_LEN, off);
+		if (ret < 0)
+			_exit(errno == EFAULT ? 10 : 11);
+		if (first_diff(dst, self->ref + off, ret) != -1)
+			_exit(1);
+	}
+	_exit(3);
+}
+
+/*
+ * A reader is killed with SIGKILL in the middle of its reads: its device
+ * memory comes back once it is gone, whatever the read was doing.
+ */
+TEST_F_TIMEOUT(lifecycle, killed_mid_read, 300)
+{
+	int round, status;
+
+	for (round = 0; round < 10; round++) {
+		pid_t pid = fork();
+
+		ASSERT_LE(0, pid);
+		if (!pid) {
+			unsigned char *dst = p2pmem_map(self->provider,
+							READ_LEN);
+
+			if (!dst)
+				_exit(12);
+			reader_loop(self, dst, 60);
+		}
+		sleep_us(50000 + xorshift64(&self->rng) % 200000);
+		ASSERT_EQ(0, kill(pid, SIGKILL));
+		ASSERT_EQ(pid, waitpid(pid, &status, 0));
+		ASSERT_TRUE(WIFSIGNALED(status))
+			TH_LOG("round %d: the reader exited %d (1: wrong bytes)",
+			       round, WEXITSTATUS(status));
+		ASSERT_EQ(SIGKILL, WTERMSIG(status));
+		ASSERT_EQ(self->avail0,
+			  wait_available(self->provider, self->avail0));
+	}
+	check_after(_metadata, self);
+}
+
+static sigjmp_buf bus_jmp;
+
+static void on_sigbus(int sig)
+{
+	siglongjmp(bus_jmp, 1);
+}
+
+/*
+ * The child of the removal tests: reads into its mapping until the
+ * mapping goes away.  Exits EXIT_SIGBUS when touching the mapping gets
+ * SIGBUS (what must happen once the provider is gone), 1 on wrong bytes,
+ * 2 when a read failed but the mapping is still there, 3 if the
+ * provider never went away.
+ */
+static void __attribute__((noreturn))
+removal_child(FIXTURE_DATA(lifecycle) *self, int ready)
+{
+	struct sigaction sa = { .sa_handler = on_sigbus };
+	uint64_t rng = self->seed ^ getpid();
+	time_t end = time(NULL) + 120;
+	static volatile unsigned long reads;	/* survives siglongjmp() */
+	volatile unsigned char *dst;
+
+	dst = p2pmem_map(self->provider, READ_LEN);
+	if (!dst)
+		_exit(12);
+	sigaction(SIGBUS, &sa, NULL);
+	if (sigsetjmp(bus_jmp, 1)) {
+		fprintf(stderr, "# child: SIGBUS after %lu reads\n", reads);
+		_exit(EXIT_SIGBUS);
+	}
+	while (time(NULL) < end) {
+		off_t off = xorshift64(&rng) % (FILE_SIZE / READ_LEN) * READ_LEN;
+		ssize_t ret;
+
+		posix_fadvise(self->fd, off, READ_LEN, POSIX_FADV_DONTNEED);
+		memset((void *)dst, POISON, READ_LEN);
+		if (reads++ == 2 && write(ready, "r", 1) != 1)
+			_exit(13);
+		ret = pread(self->fd, (void *)dst, READ_LEN, off);
+		if (ret < 0) {
+			fprintf(stderr, "# child: read %lu failed: %s\n",
+				reads, strerror(errno));
+			dst[0] = 0;	/* must fault: SIGBUS */
+			_exit(2);
+		}
+		if (first_diff((void *)dst, self->ref + off, ret) != -1)
+			_exit(1);
+	}
+	_exit(3);
+}
+
+/*
+ * Takes the provider away (@remove: through sysfs, else by unbinding its
+ * driver) while a child reads into its memory, checks what the child
+ * saw, and brings the provider back; three times, at random moments.
+ */
+static void provider_goes_away(struct __test_metadata *_metadata,
+			       FIXTURE_DATA(lifecycle) *self, bool remove)
+{
+	char path[PATH_MAX], c;
+	struct timespec t0, t1;
+	int pipefd[2], status, i, round;
+	pid_t pid;
+
+	for (round = 0; round < 3; round++) {
+		ASSERT_EQ(0, pipe(pipefd));
+		pid = fork();
+		ASSERT_LE(0, pid);
+		if (!pid) {
+			close(pipefd[0]);
+			removal_child(self, pipefd[1]);
+		}
+		close(pipefd[1]);
+		/* The child has done two reads and is starting a third. */
+		ASSERT_EQ(1, read(pipefd[0], &c, 1));
+		close(pipefd[0]);
+		sleep_us(xorshift64(&self->rng) % 100000);
+
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		if (remove) {
+			snprintf(path, sizeof(path), "%s/remove",
+				 self->provider);
+			ASSERT_EQ(0, sysfs_write(path, "1"));
+		} else {
+			ASSERT_EQ(0, sysfs_write(DRIVER "/unbind", self->bdf));
+		}
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		TH_LOG("round %d: %s took %ld ms", round,
+		       remove ? "remove" : "unbind",
+		       (t1.tv_sec - t0.tv_sec) * 1000 +
+		       (t1.tv_nsec - t0.tv_nsec) / 1000000);
+
+		ASSERT_EQ(pid, waitpid(pid, &status, 0));
+		ASSERT_TRUE(WIFEXITED(status));
+		EXPECT_EQ(EXIT_SIGBUS, WEXITSTATUS(status))
+			TH_LOG("child exited %d (1 wrong bytes, 2 no SIGBUS, 3 no removal)",
+			       WEXITSTATUS(status));
+
+		/* No new mapping can be made while it is gone. */
+		snprintf(path, sizeof(path), "%s/p2pmem/allocate",
+			 self->provider);
+		EXPECT_NE(0, access(path, F_OK));
+
+		if (remove) {
+			ASSERT_EQ(0, sysfs_write("/sys/bus/pci/rescan", "1"));
+		} else {
+			ASSERT_EQ(0, sysfs_write(DRIVER "/bind", self->bdf));
+		}
+		snprintf(path, sizeof(path), "%s/p2pmem/published",
+			 self->provider);
+		for (i = 0; i < 100 && sysfs_read_ll(path) != 1; i++)
+			sleep_us(50000);
+		ASSERT_EQ(1, sysfs_read_ll(path))
+			TH_LOG("%s did not come back as a published provider",
+			       self->bdf);
+		check_after(_metadata, self);
+	}
+}
+
+static bool has_memory_controller(void)
+{
+	char buf[256];
+
+	if (access(CG_ROOT "/cgroup.controllers", F_OK) &&
+	    mount("cgroup2", CG_ROOT, "cgroup2", 0, NULL))
+		return false;
+	if (sysfs_read(CG_ROOT "/cgroup.controllers", buf, sizeof(buf)) ||
+	    !strstr(buf, "memory"))
+		return false;
+	if (sysfs_read(CG_ROOT "/cgroup.subtree_control", buf, sizeof(buf)))
+		return false;
+	return strstr(buf, "memory") ||
+	       !sysfs_write(CG_ROOT "/cgroup.subtree_control", "+memory");
+}
+
+static long long cg_event(const char *file, const char *key)
+{
+	char path[PATH_MAX], line[128];
+	long long val = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", CG, file);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, key, strlen(key)) &&
+		    line[strlen(key)] == ' ')
+			val = strtoll(line + strlen(key) + 1, NULL, 10);
+	fclose(f);
+	return val;
+}
+
+static long long vmstat(const char *key)
+{
+	char line[128];
+	long long val = -1;
+	FILE *f = fopen("/proc/vmstat", "r");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, key, strlen(key)) &&
+		    line[strlen(key)] == ' ')
+			val = strtoll(line + strlen(key) + 1, NULL, 10);
+	fclose(f);
+	return val;
+}
+
+/*
+ * The child in the cgroup: the whole file read into RAM (which fills the
+ * cgroup), 4 KiB sequential reads of it into device memory (P-readahead),
+ * then routed writes from device memory of
+ * a second file twice the cgroup's limit, read back into RAM.  Exits 0
+ * when every byte was right.
+ */
+static void __attribute__((noreturn))
+memcg_child(FIXTURE_DATA(lifecycle) *self)
+{
+	const size_t wsize = 2 * CG_MAX, chunk = 1 * MiB + 4096 + 3;
+	uint64_t wseed = self->seed ^ 0x77;
+	unsigned char *dst, *ram;
+	size_t off;
+	int wfd;
+
+	dst = p2pmem_map(self->provider, READ_LEN);
+	ram = malloc(chunk);
+	if (!dst || !ram)
+		_exit(12);
+	/* Fill the cgroup with ordinary page cache first: it is at its limit. */
+	for (off = 0; off < FILE_SIZE; off += chunk) {
+		size_t n = FILE_SIZE - off < chunk ? FILE_SIZE - off : chunk;
+
+		if (pread(self->fd, ram, n, off) != (ssize_t)n ||
+		    first_diff(ram, self->ref + off, n) != -1)
+			_exit(1);
+	}
+	for (off = 0; off < FILE_SIZE; off += 4096)
+		if (pread(self->fd, dst + off % READ_LEN, 4096, off) != 4096 ||
+		    first_diff(dst + off % READ_LEN, self->ref + off, 4096) != -1)
+			_exit(1);
+
+	wfd = open(MNT "/written", O_RDWR | O_CREAT | O_TRUNC, 0600);
+	if (wfd < 0)
+		_exit(13);
+	for (off = 0; off < wsize; off += chunk) {
+		size_t n = wsize - off < chunk ? wsize - off : chunk;
+
+		pattern_fill(dst, n, off, wseed);
+		if (pwrite(wfd, dst, n, off) != (ssize_t)n)
+			_exit(2);
+	}
+	if (fsync(wfd))
+		_exit(2);
+	posix_fadvise(wfd, 0, 0, POSIX_FADV_DONTNEED);
+	for (off = 0; off < wsize; off += chunk) {
+		size_t n = wsize - off < chunk ? wsize - off : chunk;
+
+		if (pread(wfd, ram, n, off) != (ssize_t)n)
+			_exit(3);
+		pattern_fill(dst, n, off, wseed);	/* the expected bytes */
+		if (first_diff(ram, dst, n) != -1)
+			_exit(3);
+	}
+	close(wfd);
+	_exit(0);
+}
+
+/*
+ * P-readahead and routed writes in a memory cgroup whose memory.max is
+ * a third of the file: the cgroup reclaims its own page cache (the partition
+ * first), every byte is right, and nobody is OOM-killed.
+ */
+TEST_F_TIMEOUT(lifecycle, memcg_limit, 300)
+{
+	long long oom0, file_kb, max_events;
+	char val[32];
+	int status;
+	pid_t pid;
+
+	if (!has_memory_controller())
+		SKIP(return, "no cgroup2 memory controller");
+	rmdir(CG);
+	ASSERT_EQ(0, mkdir(CG, 0755));
+	snprintf(val, sizeof(val), "%lu", CG_MAX);
+	ASSERT_EQ(0, sysfs_write(CG "/memory.max", val));
+	ASSERT_EQ(0, drop_caches());
+	oom0 = vmstat("oom_kill");
+
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		char me[32];
+
+		snprintf(me, sizeof(me), "%d", getpid());
+		if (sysfs_write(CG "/cgroup.procs", me))
+			_exit(14);
+		memcg_child(self);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	file_kb = cg_event("memory.stat", "file") / 1024;
+	max_events = cg_event("memory.events", "max");
+	TH_LOG("memory.max %lu KiB: %lld 'max' events, %lld OOM kills in the cgroup, %lld in the system; file pages now %lld KiB",
+	       CG_MAX / KiB, max_events, cg_event("memory.events", "oom_kill"),
+	       vmstat("oom_kill") - oom0, file_kb);
+	EXPECT_TRUE(WIFEXITED(status));
+	EXPECT_EQ(0, WEXITSTATUS(status))
+		TH_LOG("child exited %d (1 read, 2 write, 3 read-back wrong; 1x: setup)",
+		       WEXITSTATUS(status));
+	EXPECT_EQ(0, cg_event("memory.events", "oom_kill"));
+	EXPECT_EQ(0, vmstat("oom_kill") - oom0);
+	EXPECT_LT(0, max_events) TH_LOG("the cgroup never reached memory.max");
+	EXPECT_EQ(0, rmdir(CG));
+	check_after(_metadata, self);
+}
+
+/* These two take the provider away: they come last. */
+TEST_F_TIMEOUT(lifecycle, unbind_during_read, 300)
+{
+	provider_goes_away(_metadata, self, false);
+}
+
+TEST_F_TIMEOUT(lifecycle, remove_during_read, 300)
+{
+	provider_goes_away(_metadata, self, true);
+}
+
+TEST_HARNESS_MAIN

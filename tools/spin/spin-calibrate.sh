@@ -69,7 +69,7 @@ for rep in $(seq "$reps"); do
 			--direct=1 --iomem="$iomem" --size=64M --runtime="$secs" \
 			--time_based)
 		awk -v b=$((kb * 1024)) -v i="$iops" \
-			'i > 0 { printf "%d %.0f\n", b, 1e9 / i }' >>"$samples"
+			'BEGIN { if (i > 0) printf "%d %.0f\n", b, 1e9 / i }' >>"$samples"
 	done
 done
 

@@ -11,7 +11,7 @@ S := scripts
 .PHONY: help deps tree export config kernel selftests initramfs image \
 	demo test test-debug kernel-debug kernel-base bench bench-report calibrate \
 	bench-stack bench-readahead shell \
-	checkpatch bisect-check clean distclean
+	checkpatch bisect-check sparse-check clean distclean
 
 help:
 	@echo 'SPIN: P2P DMA from NVMe into device memory on plain pread.'
@@ -33,6 +33,8 @@ help:
 	@echo '  make kernel      configure (configs/spin.config) and build bzImage'
 	@echo '  make checkpatch  checkpatch.pl --strict on every patch'
 	@echo '  make bisect-check  build (and W=1 the touched files) at every patch'
+	@echo '  make sparse-check  sparse + W=1 on the touched files: nothing new'
+	@echo '                   against the unpatched kernel'
 	@echo '  make clean       remove build products but keep build/linux'
 	@echo '  make distclean   remove build/ entirely'
 	@echo
@@ -102,6 +104,9 @@ checkpatch: tree
 
 bisect-check: config
 	@$(S)/bisect-check.sh
+
+sparse-check: kernel
+	@$(S)/sparse-check.sh
 
 clean:
 	rm -rf build/obj build/obj-debug build/obj-base build/kselftest build/kselftest-obj build/initramfs \

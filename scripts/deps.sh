@@ -15,6 +15,7 @@ already installed are left alone, so a second run does nothing.
 
   --check   only list missing packages; exit 1 if any are missing
   --bench   also what 'make bench' needs on the host (gnuplot)
+  --sparse  also sparse, for 'make sparse-check'
 USAGE
 }
 
@@ -36,6 +37,7 @@ for arg in "$@"; do
 	-h|--help) usage; exit 0 ;;
 	--check) check=1 ;;
 	--bench) PKGS+=(gnuplot-nox) ;;
+	--sparse) PKGS+=(sparse) ;;
 	*) usage >&2; exit 2 ;;
 	esac
 done

@@ -31,7 +31,10 @@ pairs sit under one PCIe switch):
 Disk images and shared-memory files are new sparse files for every run
 (build/run/<mode>/ and /dev/shm), removed afterwards.  The console goes
 to build/run/<mode>/console.log and the terminal, the second serial
-port (the guest's TAP output) to build/run/<mode>/tap.log.
+port (the guest's TAP output) to build/run/<mode>/tap.log.  A guest
+that panics before its /init starts (a TCG hazard, see the comment at
+the end) is booted once more; the first console is kept in
+build/run/console-early-death.log.
 
   --mode      what the guest does (scripts/guest-init): default shell
   --timeout   kill QEMU after SECS (exit 124); default 0 = never
@@ -148,9 +151,21 @@ if [ "$mode" = shell ]; then
 fi
 out=/dev/stdout
 [ $quiet = 1 ] && out=/dev/null
-set +e
-"${to[@]}" qemu-system-x86_64 "${args[@]}" -append "$cmdline" </dev/null 2>&1 |
-	tee "$run/console.log" >"$out"
-rc=${PIPESTATUS[0]}
-set -e
+# A guest that dies before its /init prints anything never ran our code
+# paths (seen under TCG: an int3 Oops while boot code patched a static
+# key on one vCPU as the other took a timer tick).  Keep its console in
+# build/run/console-early-death.log and boot once more; anything later
+# counts.
+for attempt in 1 2; do
+	set +e
+	"${to[@]}" qemu-system-x86_64 "${args[@]}" -append "$cmdline" </dev/null 2>&1 |
+		tee "$run/console.log" >"$out"
+	rc=${PIPESTATUS[0]}
+	set -e
+	[ $attempt = 2 ] || grep -q 'spin-rig: kernel' "$run/console.log" ||
+		! grep -qE 'Kernel panic|Oops' "$run/console.log" && break
+	cp "$run/console.log" "$run/../console-early-death.log"
+	echo "rig: the guest died before /init started" \
+		"(build/run/console-early-death.log); booting once more" >&2
+done
 exit "$rc"

@@ -33,7 +33,7 @@ warnings() {
 	# C=2 checks the named objects even when they are up to date.
 	SPIN_SRC=$src SPIN_OBJ=$obj "$top/scripts/build.sh" C=2 W=1 "$@" 2>&1 >/dev/null |
 		grep -E ': (warning|error):' |
-		sed -E 's|^([^:]+):[0-9]+:[0-9]+:|\1:|; s|^(\.\./)?linux(-base)?/||' |
+		sed -E 's|^([^:]+):[0-9]+:[0-9]+:|\1:|; s|^(.*/)?build/linux(-base)?/||; s|^(\.\./)?linux(-base)?/||' |
 		sort -u || true
 }
 

@@ -7,56 +7,132 @@ set -euo pipefail
 
 usage() {
 	cat <<USAGE
-Usage: $0 [--help] [--timeout SECS] [--ksft 'run_kselftest.sh args'] [RIG-ARGS...]
+Usage: $0 [--help] [--timeout SECS] [--ksft 'run_kselftest.sh args']
+          [--judge DIR] [RIG-ARGS...]
 
 Boots the rig (scripts/rig.sh --mode test), where run_kselftest.sh runs
 the spin suite and writes TAP to the second serial port.  Then:
   - prints every test case's result line from the TAP,
-  - ends with 'N passed, N failed, N skipped' (XFAIL counts as skipped),
-  - exits non-zero if any test failed, a test program failed or timed
-    out, the run did not finish (guest hang: SECS, default 2400), the
-    guest panicked, or the console shows BUG:, WARNING:, Oops, a KASAN,
-    KFENCE, UBSAN or lockdep report, or a hung task.
-Logs stay in build/run/test/ (console.log, tap.log).
+  - ends with 'N passed, N failed, N skipped, N xfail',
+  - exits non-zero if any test failed, a test program failed, skipped
+    or timed out, a test case skipped for a reason that is not in the
+    allow-list (tools/testing/selftests/spin/skip-allowlist: test name,
+    skip reason and why), an XFAIL names no issue ("#NN") in its
+    message, a test passed that was marked XFAIL (XPASS), the run did
+    not finish (guest hang: SECS, default 2400), the guest panicked, or
+    the console shows BUG:, WARNING:, Oops, a KASAN, KFENCE, UBSAN or
+    lockdep report, a hung task, or a taint.
+  --judge DIR  boot nothing: judge the tap.log and console.log of an
+               earlier run in DIR (after editing the allow-list, say)
+Logs stay in build/run/test/ (console.log, tap.log, summary).
 SPIN_DEBUG=1 runs the debug kernel; logs in build/run/test-debug/.
 USAGE
 }
 
 top=$(cd "$(dirname "$0")/.." && pwd)
-timeout=2400 rig=()
+allow=tools/testing/selftests/spin/skip-allowlist
+timeout=2400 judge="" rig=()
 while [ $# -gt 0 ]; do
 	case "$1" in
 	-h|--help) usage; exit 0 ;;
 	--timeout) timeout=$2; shift ;;
+	--judge) judge=$2; shift ;;
 	*) rig+=("$1") ;;
 	esac
 	shift
 done
+[ -f "$top/$allow" ] || { echo "run-tests: $allow missing" >&2; exit 1; }
 
-run=$top/build/run/test$([ "${SPIN_DEBUG:-0}" = 1 ] && echo -debug || true)
+if [ -n "$judge" ]; then
+	run=$(cd "$judge" && pwd) rc=0
+else
+	run=$top/build/run/test$([ "${SPIN_DEBUG:-0}" = 1 ] && echo -debug || true)
+	set +e
+	"$top/scripts/rig.sh" --mode test --timeout "$timeout" --quiet "${rig[@]}"
+	rc=$?
+	set -e
+fi
 tap=$run/tap.log console=$run/console.log
-set +e
-"$top/scripts/rig.sh" --mode test --timeout "$timeout" --quiet "${rig[@]}"
-rc=$?
-set -e
 touch "$tap" "$console"
 tr -d '\r' <"$tap" >"$tap.clean"
 
-# Nested TAP of the harness ("# ok 3 fixture.variant.test # SKIP ...")
-# and the runner's own lines ("not ok 2 selftests: spin: x # TIMEOUT").
-awk '
+# Nested TAP of the harness ("# ok 3 fixture.variant.test # SKIP reason")
+# and the runner's own lines ("not ok 2 selftests: spin: x # TIMEOUT",
+# "ok 2 selftests: spin: x # SKIP").  The allow-list is read first.
+awk -v allow="$top/$allow" -v name="$allow" '
+function trim(s) { sub(/^[ \t]+/, "", s); sub(/[ \t]+$/, "", s); return s }
+# A "*" in the pattern stands for one whole dot-separated part.
+function name_matches(pat, test,   p, t, i, n) {
+	n = split(pat, p, ".")
+	if (n != split(test, t, "."))
+		return 0
+	for (i = 1; i <= n; i++)
+		if (p[i] != "*" && p[i] != t[i])
+			return 0
+	return 1
+}
+function allowed(test, reason,   i) {
+	for (i = 1; i <= nallow; i++)
+		if (reason == areason[i] && name_matches(aname[i], test))
+			return 1
+	return 0
+}
+function bad(line, why) {
+	failed++
+	print "FAIL  " line
+	print "        ^ " why
+	nbad++
+	badline[nbad] = line "  (" why ")"
+}
+FILENAME == allow {
+	if ($0 ~ /^[ \t]*(#|$)/)
+		next
+	if (split($0, f, "|") != 3 || trim(f[1]) == "" || trim(f[2]) == "" ||
+	    trim(f[3]) == "") {
+		bad(name ":" FNR ": " $0, "allow-list entries are TEST | SKIP REASON | WHY")
+		next
+	}
+	nallow++
+	aname[nallow] = trim(f[1])
+	areason[nallow] = trim(f[2])
+	next
+}
 /^# (not )?ok [0-9]+ / {
 	line = substr($0, 3)
 	if (line ~ /^not ok/) { failed++; print "FAIL  " line; next }
-	if (line ~ /# (SKIP|XFAIL)/) { skipped++; print "SKIP  " line; next }
-	if (line ~ /# XPASS/) { failed++; print "XPASS " line; next }
-	passed++; print "PASS  " line; next
+	rest = line
+	sub(/^ok [0-9]+ /, "", rest)
+	i = index(rest, " # ")
+	test = i ? substr(rest, 1, i - 1) : rest
+	directive = i ? trim(substr(rest, i + 3)) : ""
+	kind = directive
+	sub(/[ \t].*/, "", kind)
+	reason = trim(substr(directive, length(kind) + 1))
+	if (kind == "SKIP") {
+		if (allowed(test, reason)) { skipped++; print "SKIP  " line }
+		else bad(line, "SKIP not in " name)
+	} else if (kind == "XFAIL") {
+		if (reason ~ /#[0-9]+/) { xfail++; print "XFAIL " line }
+		else bad(line, "XFAIL that names no issue (#NN)")
+	} else if (kind == "XPASS") {
+		failed++; print "XPASS " line
+	} else {
+		passed++; print "PASS  " line
+	}
+	next
 }
 /^not ok [0-9]+ selftests: / { progfail++; print "FAIL  " $0 }
+/^ok [0-9]+ selftests: .* # SKIP/ { bad($0, "a whole test program skipped") }
 END {
-	printf "%d passed, %d failed, %d skipped\n", passed, failed + progfail, skipped
+	if (nbad) {
+		printf "run-tests: %d result(s) failed the run by rule:\n", nbad
+		for (i = 1; i <= nbad; i++)
+			print "run-tests:   " badline[i]
+	}
+	printf "%d passed, %d failed, %d skipped, %d xfail\n", passed,
+	       failed + progfail, skipped, xfail
 	exit (failed + progfail) ? 1 : 0
-}' "$tap.clean" >"$run/summary" || true
+}' "$top/$allow" "$tap.clean" >"$run/summary" || true
 
 bad=0
 summary=$(tail -n 1 "$run/summary")

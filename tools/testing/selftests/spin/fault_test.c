@@ -14,7 +14,20 @@
  * provider's p2pmem/available must be back where it started.
  *
  * No file system: a failed metadata write would shut it down, which
- * tests the file system, not the router.
+ * tests the file system, not the router.  Each case proves its premise:
+ * the injected faults fired (fail_make_request's "times" budget was
+ * consumed, or dm-dust's bad blocks gave EIO or short reads) and the
+ * router did DMA (stats/p2p_segments and p2p_bytes went up).
+ *
+ * The "wberr" fixture is the exception, on XFS, ext4 and the raw
+ * namespace: a buffered write whose writeback fails leaves the new bytes
+ * clean in the page cache and the old ones on the disk.  A read into
+ * device memory must then return what a read into RAM returns, the new
+ * bytes, even with a cost model under which the router would rather DMA
+ * cached folios than copy them.  Faults are injected only around the
+ * data writeback (sync_file_range(), which forces no log or journal
+ * write), after the journal has been forced, so that the file system
+ * survives; the case checks that it does.
  */
 #define _GNU_SOURCE
 #include "spin_util.h"
@@ -28,6 +41,10 @@
 #define MD		"/dev/md0"
 #define DUST		"spin-fault-dust"
 #define POISON		0xa5
+/* fail_make_request's budget: what is left of it shows what fired. */
+#define FAIL_TIMES	1000000
+#define STR_(x)		#x
+#define STR(x)		STR_(x)
 
 FIXTURE(fault) {
 	char ns[2][NAME_MAX + 1];
@@ -69,10 +86,13 @@ FIXTURE_SETUP(fault)
 	int wfd;
 
 	self->fd = -1;
-	if (access(P2P_ROUTER, F_OK))
-		SKIP(return, "no P2P router in this kernel");
-	if (!variant->dust && access(FAIL_DIR, F_OK))
-		SKIP(return, "no %s (CONFIG_FAIL_MAKE_REQUEST)", FAIL_DIR);
+	/* Kernel features the rig's config turns on: missing is a failure. */
+	ASSERT_EQ(0, access(P2P_ROUTER, F_OK))
+		TH_LOG("no P2P router in this kernel (%s)", P2P_ROUTER);
+	if (!variant->dust) {
+		ASSERT_EQ(0, access(FAIL_DIR, F_OK))
+			TH_LOG("no %s (CONFIG_FAIL_MAKE_REQUEST)", FAIL_DIR);
+	}
 	run_cmd("mdadm --stop " MD " 2>/dev/null");
 	run_cmd("dmsetup remove --noudevsync " DUST " 2>/dev/null");
 	for (i = 0; i < (size_t)variant->members; i++) {
@@ -124,6 +144,7 @@ FIXTURE_SETUP(fault)
 	ASSERT_NE(NULL, self->known);
 	ASSERT_NE(NULL, self->ram);
 	self->rng = getpid() | 1;
+	TH_LOG("%s, seed %llu", self->dev, (unsigned long long)self->rng);
 	pattern_fill(self->model, DEV_SIZE, 0, self->rng);
 	memset(self->known, 1, DEV_SIZE);
 
@@ -139,11 +160,16 @@ FIXTURE_SETUP(fault)
 	ASSERT_NE(NULL, self->map);
 
 	if (!variant->dust) {
-		/* 10% of the drive's bios fail, quietly, for ever. */
+		/*
+		 * 10% of the drive's bios fail, quietly, FAIL_TIMES times at
+		 * most: far more than the case sends, and what is left says
+		 * how many did.
+		 */
 		ASSERT_EQ(0, sysfs_write(FAIL_DIR "/probability", "10"));
 		ASSERT_EQ(0, sysfs_write(FAIL_DIR "/interval", "1"));
-		ASSERT_EQ(0, sysfs_write(FAIL_DIR "/times", "-1"));
+		ASSERT_EQ(0, sysfs_write(FAIL_DIR "/space", "0"));
 		ASSERT_EQ(0, sysfs_write(FAIL_DIR "/verbose", "0"));
+		ASSERT_EQ(0, sysfs_write(FAIL_DIR "/times", STR(FAIL_TIMES)));
 	}
 }
 
@@ -188,13 +214,21 @@ static void rand_io(FIXTURE_DATA(fault) *self, size_t *off, size_t *len)
 		*off &= ~4095UL;
 }
 
+struct op_counts {
+	int full;	/* reads whole and right */
+	int shortr;	/* short and right */
+	int errors;	/* EIO */
+	int werr;	/* writes or their fsync failed */
+};
+
 /*
  * Reads into device memory (and some into RAM) with faults on: each one
  * fails with EIO or returns bytes that match.  Then, faults off, every
  * byte reads back right.
  */
 static void read_ops(struct __test_metadata *_metadata,
-		     FIXTURE_DATA(fault) *self, int nr, bool writes)
+		     FIXTURE_DATA(fault) *self, int nr, bool writes,
+		     struct op_counts *c)
 {
 	int full = 0, shortr = 0, errors = 0, werr = 0, i;
 	size_t off, len;
@@ -244,6 +278,10 @@ static void read_ops(struct __test_metadata *_metadata,
 	}
 	TH_LOG("%d reads whole and right, %d short and right, %d EIO, %d failed writes",
 	       full, shortr, errors, werr);
+	c->full = full;
+	c->shortr = shortr;
+	c->errors = errors;
+	c->werr = werr;
 }
 
 static void verify_all(struct __test_metadata *_metadata,
@@ -273,7 +311,13 @@ static long long router_stat(const char *name)
 TEST_F_TIMEOUT(fault, reads_and_writes, 600)
 {
 	long long err0 = router_stat("fallback_error");
+	long long seg0, bytes0, seg, bytes, fired = 0;
+	struct op_counts c;
 
+	seg0 = router_stat("p2p_segments");
+	bytes0 = router_stat("p2p_bytes");
+	ASSERT_LE(0, seg0);
+	ASSERT_LE(0, bytes0);
 	if (variant->dust) {
 		char cmd[256];
 		int i;
@@ -285,19 +329,375 @@ TEST_F_TIMEOUT(fault, reads_and_writes, 600)
 			ASSERT_EQ(0, run_cmd(cmd));
 		}
 		ASSERT_EQ(0, run_cmd("dmsetup message " DUST " 0 enable"));
-		read_ops(_metadata, self, OPS, false);
+		read_ops(_metadata, self, OPS, false, &c);
 		ASSERT_EQ(0, run_cmd("dmsetup message " DUST " 0 disable"));
 	} else {
 		ASSERT_EQ(0, faults(self, true));
-		read_ops(_metadata, self, OPS, true);
+		read_ops(_metadata, self, OPS, true, &c);
 		ASSERT_EQ(0, faults(self, false));
+		fired = FAIL_TIMES - sysfs_read_ll(FAIL_DIR "/times");
 	}
-	TH_LOG("router: %lld DMA segments failed and were retried through the page cache",
-	       router_stat("fallback_error") - err0);
+	seg = router_stat("p2p_segments") - seg0;
+	bytes = router_stat("p2p_bytes") - bytes0;
+	TH_LOG("router: %lld DMA segments (%lld bytes) completed, %lld failed and were retried through the page cache",
+	       seg, bytes, router_stat("fallback_error") - err0);
+
+	/* The premise: faults fired, and the router was in the way of them. */
+	if (variant->dust) {
+		TH_LOG("dm-dust: %d reads failed with EIO, %d were short",
+		       c.errors, c.shortr);
+		ASSERT_LT(0, c.errors + c.shortr)
+			TH_LOG("no read met a bad block: the faults never fired");
+	} else {
+		TH_LOG("fail_make_request failed %lld bios of %s", fired,
+		       self->failing);
+		ASSERT_LT(0, fired)
+			TH_LOG("fail_make_request never fired");
+		ASSERT_GT(FAIL_TIMES, fired);
+	}
+	ASSERT_LT(0, seg) TH_LOG("the router made no DMA");
+	ASSERT_LT(0, bytes);
+
 	verify_all(_metadata, self);
 	munmap(self->map, MAP_LEN);
 	self->map = NULL;
 	EXPECT_EQ(self->avail0, p2pmem_available(self->provider));
+}
+
+/*
+ * A writeback error, then reads.  The file (or the raw namespace) holds
+ * OLD bytes on the disk.  NEW bytes are written into some of its pages
+ * with 4 KiB buffered writes (order-0 folios), and their writeback fails:
+ * fail_make_request fails every bio of the drive around a
+ * sync_file_range(), which must report EIO.  The page cache now holds NEW
+ * bytes, clean and up to date, where the disk has OLD ones, and a read
+ * into RAM returns NEW.  A read into device memory must return the same,
+ * with a cost model (DMA nearly free, copies at 1 MB/s) under which the
+ * router would fold every clean cached folio into a DMA: a clean folio
+ * may be read from the disk instead only when the disk provably holds its
+ * bytes, which it does not after a writeback error on the mapping, nor
+ * while the folio has private data (buffer heads: ext4, block devices).
+ */
+#define WB_MNT		"/mnt/spin-fault"
+#define WB_FILE_SIZE	(4 * MiB)
+#define WB_LEN		(2 * MiB)	/* the range under test */
+#define WB_PAGE		(4 * KiB)
+#define WB_COST_NS	"4096:1 1048576:2"	/* DMA nearly free */
+#define WB_COPY_MBPS	"1"			/* copies very slow */
+
+static const char *const fail_attrs[] = {
+	"probability", "interval", "times", "space", "verbose",
+};
+
+static const char *const wb_knobs[] = {
+	"enabled", "p2p_cost_ns", "copy_mbps", "readahead_kb",
+};
+
+FIXTURE(wberr) {
+	char ns[NAME_MAX + 1];
+	char provider[SYSFS_LEN];
+	char path[PATH_MAX];
+	char fail_saved[ARRAY_SIZE(fail_attrs)][64];
+	char knob_saved[ARRAY_SIZE(wb_knobs)][256];
+	unsigned char *map;	/* device memory, WB_LEN */
+	unsigned char *ram;	/* WB_LEN */
+	unsigned char *want;	/* what the page cache holds: NEW or OLD */
+	unsigned char *disk;	/* WB_LEN, aligned for O_DIRECT */
+	uint64_t seed;
+	bool mounted, fail_saved_ok, knobs_saved, failing;
+};
+
+FIXTURE_VARIANT(wberr) {
+	const char *fs;		/* NULL: the raw namespace */
+};
+
+FIXTURE_VARIANT_ADD(wberr, xfs) { .fs = "xfs" };
+FIXTURE_VARIANT_ADD(wberr, ext4) { .fs = "ext4" };
+FIXTURE_VARIANT_ADD(wberr, raw) { .fs = NULL };
+
+/* Pages of the range that get NEW bytes: single pages and one run of 16. */
+static bool wb_is_new(size_t page)
+{
+	return page % 4 == 1 || (page >= 384 && page < 400);
+}
+
+/*
+ * mkfs and mount, ext4 without lazy init: its background zeroing of inode
+ * tables would otherwise meet the injected faults.
+ */
+static int wb_mkfs_mount(const char *fs, const char *ns)
+{
+	char cmd[512];
+
+	umount2(WB_MNT, MNT_DETACH);
+	mkdir(WB_MNT, 0755);
+	if (!strcmp(fs, "xfs"))
+		snprintf(cmd, sizeof(cmd), "mkfs.xfs -q -f /dev/%s", ns);
+	else
+		snprintf(cmd, sizeof(cmd),
+			 "mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 /dev/%s",
+			 ns);
+	if (run_cmd(cmd))
+		return -EIO;
+	snprintf(cmd, sizeof(cmd), "/dev/%s", ns);
+	return mount(cmd, WB_MNT, fs, 0, NULL) ? -errno : 0;
+}
+
+static int wb_knob_write(const char *knob, const char *val)
+{
+	char path[PATH_MAX];
+
+	snprintf(path, sizeof(path), P2P_ROUTER "/%s", knob);
+	return sysfs_write(path, val);
+}
+
+static int wb_fail_set(const char *attr, const char *val)
+{
+	char path[PATH_MAX];
+
+	snprintf(path, sizeof(path), FAIL_DIR "/%s", attr);
+	return sysfs_write(path, val);
+}
+
+static int wb_make_it_fail(FIXTURE_DATA(wberr) *self, bool on)
+{
+	char path[PATH_MAX];
+	int ret;
+
+	snprintf(path, sizeof(path), "/sys/block/%s/make-it-fail", self->ns);
+	ret = sysfs_write(path, on ? "1" : "0");
+	if (!ret)
+		self->failing = on;
+	return ret;
+}
+
+FIXTURE_SETUP(wberr)
+{
+	char path[PATH_MAX];
+	unsigned int i;
+	int fd;
+
+	ASSERT_EQ(0, access(P2P_ROUTER, F_OK))
+		TH_LOG("no P2P router in this kernel (%s)", P2P_ROUTER);
+	ASSERT_EQ(0, access(FAIL_DIR, F_OK))
+		TH_LOG("no %s (CONFIG_FAIL_MAKE_REQUEST)", FAIL_DIR);
+	if (nvme_rig_ns(0, self->ns, sizeof(self->ns)))
+		SKIP(return, "rig NVMe drive 0 not found");
+	if (p2pmem_find_for_ns(self->ns, true, self->provider,
+			       sizeof(self->provider)))
+		SKIP(return, "no provider reachable from %s", self->ns);
+	snprintf(path, sizeof(path), "/sys/block/%s/make-it-fail", self->ns);
+	ASSERT_EQ(0, access(path, F_OK));
+	run_cmd("mdadm --stop " MD " 2>/dev/null");
+	run_cmd("dmsetup remove --noudevsync " DUST " 2>/dev/null");
+	self->seed = getpid() ^ 0x77beULL << 32;
+	TH_LOG("%s on %s, seed %llu", variant->fs ? variant->fs : "raw",
+	       self->ns, (unsigned long long)self->seed);
+
+	if (variant->fs) {
+		ASSERT_EQ(0, wb_mkfs_mount(variant->fs, self->ns));
+		self->mounted = true;
+		snprintf(self->path, sizeof(self->path), WB_MNT "/data");
+		fd = open(self->path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	} else {
+		snprintf(self->path, sizeof(self->path), "/dev/%s", self->ns);
+		fd = open(self->path, O_RDWR);
+	}
+	ASSERT_LE(0, fd) TH_LOG("%s: %s", self->path, strerror(errno));
+	ASSERT_EQ(0, write_pattern(fd, WB_FILE_SIZE, self->seed));	/* OLD */
+	close(fd);
+
+	self->map = p2pmem_map(self->provider, WB_LEN);
+	ASSERT_NE(NULL, self->map);
+	self->ram = malloc(WB_LEN);
+	self->want = malloc(WB_LEN);
+	ASSERT_NE(NULL, self->ram);
+	ASSERT_NE(NULL, self->want);
+	ASSERT_EQ(0, posix_memalign((void **)&self->disk, 4096, WB_LEN));
+
+	/* Last: what the teardown puts back. */
+	for (i = 0; i < ARRAY_SIZE(fail_attrs); i++) {
+		snprintf(path, sizeof(path), FAIL_DIR "/%s", fail_attrs[i]);
+		ASSERT_EQ(0, sysfs_read(path, self->fail_saved[i],
+					sizeof(self->fail_saved[i])));
+	}
+	self->fail_saved_ok = true;
+	for (i = 0; i < ARRAY_SIZE(wb_knobs); i++) {
+		snprintf(path, sizeof(path), P2P_ROUTER "/%s", wb_knobs[i]);
+		ASSERT_EQ(0, sysfs_read(path, self->knob_saved[i],
+					sizeof(self->knob_saved[i])))
+			TH_LOG("cannot read %s", path);
+	}
+	self->knobs_saved = true;
+}
+
+FIXTURE_TEARDOWN(wberr)
+{
+	unsigned int i;
+
+	if (self->failing)
+		EXPECT_EQ(0, wb_make_it_fail(self, false));
+	if (self->fail_saved_ok)
+		for (i = 0; i < ARRAY_SIZE(fail_attrs); i++)
+			wb_fail_set(fail_attrs[i], self->fail_saved[i]);
+	for (i = 0; self->knobs_saved && i < ARRAY_SIZE(wb_knobs); i++) {
+		const char *knob = wb_knobs[i];
+
+		EXPECT_EQ(0, wb_knob_write(knob, self->knob_saved[i]))
+			TH_LOG("could not restore %s", knob);
+	}
+	if (self->map)
+		munmap(self->map, WB_LEN);
+	free(self->ram);
+	free(self->want);
+	free(self->disk);
+	if (self->mounted)
+		umount2(WB_MNT, MNT_DETACH);
+}
+
+/* Log where @got differs from @want, and whether it holds OLD there. */
+static void wb_log_diff(struct __test_metadata *_metadata,
+			FIXTURE_DATA(wberr) *self, const char *what,
+			const unsigned char *got)
+{
+	long d = first_diff(got, self->want, WB_LEN);
+	unsigned char old[WB_PAGE];
+	size_t page, bad = 0;
+
+	if (d < 0)
+		return;
+	for (page = 0; page < WB_LEN / WB_PAGE; page++)
+		if (memcmp(got + page * WB_PAGE, self->want + page * WB_PAGE,
+			   WB_PAGE))
+			bad++;
+	page = d / WB_PAGE;
+	pattern_fill(old, WB_PAGE, page * WB_PAGE, self->seed);
+	TH_LOG("%s: byte %ld wrong (page %zu, %s page), %zu pages wrong; the page holds %s",
+	       what, d, page, wb_is_new(page) ? "a NEW" : "an OLD", bad,
+	       !memcmp(got + page * WB_PAGE, old, WB_PAGE) ?
+	       "the OLD bytes from the disk" : "something else");
+}
+
+TEST_F_TIMEOUT(wberr, read_after_failed_writeback, 180)
+{
+	const size_t pages = WB_LEN / WB_PAGE;
+	long long routed0, seg0, fold0, seg, fired, left;
+	int fd, dfd, sfd = -1, ret, err;
+	size_t page, nnew = 0;
+	long resident;
+	unsigned char *buf;
+	ssize_t n;
+
+	ASSERT_EQ(0, drop_caches());
+	fd = open(self->path, O_RDWR);
+	ASSERT_LE(0, fd);
+
+	/* NEW bytes, 4 KiB-aligned 4 KiB buffered writes: order-0 folios. */
+	pattern_fill(self->want, WB_LEN, 0, self->seed);
+	buf = self->ram;
+	for (page = 0; page < pages; page++) {
+		if (!wb_is_new(page))
+			continue;
+		pattern_fill(buf, WB_PAGE, page * WB_PAGE, ~self->seed);
+		ASSERT_EQ(WB_PAGE, pwrite(fd, buf, WB_PAGE, page * WB_PAGE));
+		memcpy(self->want + page * WB_PAGE, buf, WB_PAGE);
+		nnew++;
+	}
+
+	/*
+	 * Force the journal (the log) now, so that nothing but the data
+	 * goes to the drive while it fails: fsync of another file commits
+	 * the running transaction, with this file's timestamp update.
+	 */
+	if (variant->fs) {
+		sfd = open(WB_MNT "/sentinel", O_RDWR | O_CREAT | O_TRUNC,
+			   0644);
+		ASSERT_LE(0, sfd);
+		ASSERT_EQ(WB_PAGE, pwrite(sfd, buf, WB_PAGE, 0));
+		ASSERT_EQ(0, fsync(sfd));
+	}
+
+	/* Every bio to the drive fails, for the data writeback only. */
+	ASSERT_EQ(0, wb_fail_set("verbose", "0"));
+	ASSERT_EQ(0, wb_fail_set("space", "0"));
+	ASSERT_EQ(0, wb_fail_set("interval", "1"));
+	ASSERT_EQ(0, wb_fail_set("probability", "100"));
+	ASSERT_EQ(0, wb_fail_set("times", STR(FAIL_TIMES)));
+	ASSERT_EQ(0, wb_make_it_fail(self, true));
+	ret = sync_file_range(fd, 0, WB_LEN, SYNC_FILE_RANGE_WAIT_BEFORE |
+			      SYNC_FILE_RANGE_WRITE |
+			      SYNC_FILE_RANGE_WAIT_AFTER);
+	err = errno;
+	ASSERT_EQ(0, wb_make_it_fail(self, false));
+	left = sysfs_read_ll(FAIL_DIR "/times");
+	fired = FAIL_TIMES - left;
+	TH_LOG("%zu NEW pages; sync_file_range: %d (%s); %lld bios failed",
+	       nnew, ret, ret ? strerror(err) : "ok", fired);
+
+	/* The premise: the writeback failed, and the disk still has OLD. */
+	ASSERT_EQ(-1, ret);
+	ASSERT_EQ(EIO, err);
+	ASSERT_LE(0, left);
+	ASSERT_LT(0, fired);
+	resident = resident_pages(fd, 0, WB_LEN);
+	ASSERT_EQ((long)nnew, resident)
+		TH_LOG("the NEW pages are not (all) in the page cache");
+	dfd = open(self->path, O_RDONLY | O_DIRECT);
+	ASSERT_LE(0, dfd);
+	n = pread(dfd, self->disk, WB_LEN, 0);
+	close(dfd);
+	ASSERT_EQ(WB_LEN, n);
+	pattern_fill(self->ram, WB_LEN, 0, self->seed);
+	ASSERT_EQ(-1, first_diff(self->disk, self->ram, WB_LEN))
+		TH_LOG("the disk does not hold the OLD bytes");
+	ASSERT_EQ(nnew, resident_pages(fd, 0, WB_LEN));
+
+	/* The file system took no harm: a write and fsync still work. */
+	if (variant->fs) {
+		ASSERT_EQ(WB_PAGE, pwrite(sfd, self->ram, WB_PAGE, WB_PAGE));
+		ASSERT_EQ(0, fsync(sfd)) TH_LOG("%s: the file system did not survive the injected faults",
+					      variant->fs);
+		close(sfd);
+	}
+
+	/* Copies cost 1 MB/s, DMA almost nothing: fold whatever may be. */
+	ASSERT_EQ(0, wb_knob_write("enabled", "1"));
+	ASSERT_EQ(0, wb_knob_write("readahead_kb", "0"));
+	ASSERT_EQ(0, wb_knob_write("p2p_cost_ns", WB_COST_NS));
+	ASSERT_EQ(0, wb_knob_write("copy_mbps", WB_COPY_MBPS));
+
+	/* Into device memory, the OLD pages still out of the page cache. */
+	routed0 = router_stat("routed_reads");
+	seg0 = router_stat("p2p_segments");
+	fold0 = router_stat("folded_islands");
+	memset(self->map, POISON, WB_LEN);
+	n = pread(fd, self->map, WB_LEN, 0);
+	seg = router_stat("p2p_segments") - seg0;
+	TH_LOG("into device memory, a quarter cached: %zd; %lld routed, %lld DMA segments, %lld islands folded",
+	       n, router_stat("routed_reads") - routed0, seg,
+	       router_stat("folded_islands") - fold0);
+	ASSERT_EQ(WB_LEN, n);
+	wb_log_diff(_metadata, self, "device memory, a quarter cached",
+		    self->map);
+	ASSERT_EQ(-1, first_diff(self->map, self->want, WB_LEN));
+
+	/* Into RAM: the page cache's bytes, NEW and OLD. */
+	memset(self->ram, 0, WB_LEN);
+	ASSERT_EQ(WB_LEN, pread(fd, self->ram, WB_LEN, 0));
+	wb_log_diff(_metadata, self, "RAM", self->ram);
+	ASSERT_EQ(-1, first_diff(self->ram, self->want, WB_LEN));
+
+	/* Into device memory again, now all of it cached. */
+	ASSERT_EQ(pages, resident_pages(fd, 0, WB_LEN));
+	fold0 = router_stat("folded_islands");
+	memset(self->map, POISON, WB_LEN);
+	n = pread(fd, self->map, WB_LEN, 0);
+	TH_LOG("into device memory, all cached: %zd; %lld islands folded",
+	       n, router_stat("folded_islands") - fold0);
+	ASSERT_EQ(WB_LEN, n);
+	wb_log_diff(_metadata, self, "device memory, all cached", self->map);
+	ASSERT_EQ(-1, first_diff(self->map, self->want, WB_LEN));
+	close(fd);
 }
 
 TEST_HARNESS_MAIN

@@ -31,6 +31,7 @@
 #include "../kselftest_harness.h"
 
 #define P2P_ROUTER	"/sys/kernel/mm/p2p_router"
+#define P2P_STATS	P2P_ROUTER "/stats/"
 #define DRIVER		"/sys/bus/pci/drivers/p2pmem_bar"
 #define FILE_SIZE	(48 * MiB)
 #define READ_LEN	(8 * MiB)
@@ -58,13 +59,15 @@ FIXTURE_SETUP(lifecycle)
 	int wfd;
 
 	self->fd = -1;
-	if (access(P2P_ROUTER "/enabled", F_OK))
-		SKIP(return, "no P2P router in this kernel");
-	if (nvme_rig_ns(2, self->ns, sizeof(self->ns)))
-		SKIP(return, "rig NVMe drive 2 not found");
+	/* What the rig always has: anything missing is a failure. */
+	ASSERT_EQ(0, access(P2P_ROUTER "/enabled", F_OK))
+		TH_LOG("no P2P router in this kernel");
+	ASSERT_EQ(0, nvme_rig_ns(2, self->ns, sizeof(self->ns)))
+		TH_LOG("rig NVMe drive 2 not found");
 	ASSERT_EQ(0, nvme_pci_dev(self->ns, nvme_dev, sizeof(nvme_dev)));
-	if (p2pmem_find(nvme_dev, true, self->provider, sizeof(self->provider)))
-		SKIP(return, "no provider reachable from %s", self->ns);
+	ASSERT_EQ(0, p2pmem_find(nvme_dev, true, self->provider,
+				 sizeof(self->provider)))
+		TH_LOG("no provider reachable from %s", self->ns);
 	slash = strrchr(self->provider, '/');
 	snprintf(self->bdf, sizeof(self->bdf), "%s", slash + 1);
 	self->avail0 = p2pmem_available(self->provider);
@@ -487,26 +490,61 @@ memcg_child(FIXTURE_DATA(lifecycle) *self)
 	_exit(0);
 }
 
+/* The router's and P-readahead's counters that memcg_limit looks at. */
+enum {
+	ST_RA_READS, ST_RA_PAGES, ST_RA_HITS, ST_RA_EVICTED, ST_RA_REMOVED,
+	ST_ROUTED_WRITES, ST_P2P_WRITE_BYTES, ST_NR
+};
+
+static const char *const st_names[ST_NR] = {
+	"ra_reads", "ra_pages", "ra_hits", "ra_evicted", "ra_removed",
+	"routed_writes", "p2p_write_bytes",
+};
+
+static long long p2p_stat(const char *name)
+{
+	char path[PATH_MAX];
+
+	snprintf(path, sizeof(path), P2P_STATS "%s", name);
+	return sysfs_read_ll(path);
+}
+
 /*
  * P-readahead and routed writes in a memory cgroup whose memory.max is
  * a third of the file: the cgroup reclaims its own page cache (the partition
- * first), every byte is right, and nobody is OOM-killed.
+ * first), every byte is right, and nobody is OOM-killed.  The counters
+ * prove the premise: the 4 KiB reads went through the partition, which
+ * turned over rather than grew, and the writes were routed and DMAed.
  */
 TEST_F_TIMEOUT(lifecycle, memcg_limit, 300)
 {
-	long long oom0, file_kb, max_events;
-	char val[32];
-	int status;
+	long long oom0, file_kb, max_events, ra_kb, st0[ST_NR], d[ST_NR];
+	char val[32], line[256];
+	size_t len = 0;
+	int status, i;
 	pid_t pid;
 
-	if (!has_memory_controller())
-		SKIP(return, "no cgroup2 memory controller");
+	ASSERT_TRUE(has_memory_controller())
+		TH_LOG("no cgroup2 memory controller");
+	/* The premise: the router on, P-readahead on (the defaults). */
+	ASSERT_EQ(1, sysfs_read_ll(P2P_ROUTER "/enabled"));
+	ra_kb = sysfs_read_ll(P2P_ROUTER "/readahead_kb");
+	ASSERT_LT(0, ra_kb) TH_LOG("P-readahead is off (readahead_kb %lld)",
+				   ra_kb);
+	for (i = 0; i < ST_NR; i++) {
+		const char *name = st_names[i];
+
+		ASSERT_LE(0, p2p_stat(name)) TH_LOG("no counter %s", name);
+	}
 	rmdir(CG);
 	ASSERT_EQ(0, mkdir(CG, 0755));
 	snprintf(val, sizeof(val), "%lu", CG_MAX);
 	ASSERT_EQ(0, sysfs_write(CG "/memory.max", val));
 	ASSERT_EQ(0, drop_caches());
 	oom0 = vmstat("oom_kill");
+	/* After the drop, which takes pages out of the partition too. */
+	for (i = 0; i < ST_NR; i++)
+		st0[i] = p2p_stat(st_names[i]);
 
 	pid = fork();
 	ASSERT_LE(0, pid);
@@ -519,6 +557,12 @@ TEST_F_TIMEOUT(lifecycle, memcg_limit, 300)
 		memcg_child(self);
 	}
 	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	for (i = 0; i < ST_NR; i++) {
+		d[i] = p2p_stat(st_names[i]) - st0[i];
+		len += snprintf(line + len, sizeof(line) - len, " %s=%lld",
+				st_names[i], d[i]);
+	}
+	TH_LOG("counters moved:%s (readahead_kb %lld)", line, ra_kb);
 	file_kb = cg_event("memory.stat", "file") / 1024;
 	max_events = cg_event("memory.events", "max");
 	TH_LOG("memory.max %lu KiB: %lld 'max' events, %lld OOM kills in the cgroup, %lld in the system; file pages now %lld KiB",
@@ -531,6 +575,18 @@ TEST_F_TIMEOUT(lifecycle, memcg_limit, 300)
 	EXPECT_EQ(0, cg_event("memory.events", "oom_kill"));
 	EXPECT_EQ(0, vmstat("oom_kill") - oom0);
 	EXPECT_LT(0, max_events) TH_LOG("the cgroup never reached memory.max");
+	/* The 4 KiB reads into device memory came from the partition... */
+	EXPECT_LT(0, d[ST_RA_READS]);
+	EXPECT_LT(0, d[ST_RA_PAGES]);
+	EXPECT_LT(0, d[ST_RA_HITS]);
+	/* ...which gave pages back, to its cap or to the cgroup's reclaim: */
+	EXPECT_LT(0, d[ST_RA_EVICTED] + d[ST_RA_REMOVED]);
+	/* the writes from device memory were routed, their middles DMAed. */
+	EXPECT_LT(0, d[ST_ROUTED_WRITES]);
+	EXPECT_LT(0, d[ST_P2P_WRITE_BYTES]);
+	/* Nothing is left counted in the partition once the cache is gone. */
+	ASSERT_EQ(0, drop_caches());
+	EXPECT_EQ(0, p2p_stat("ra_partition_pages"));
 	EXPECT_EQ(0, rmdir(CG));
 	check_after(_metadata, self);
 }

@@ -38,8 +38,8 @@ FIXTURE_SETUP(odirect)
 	int wfd;
 
 	self->fd = self->ref_fd = -1;
-	if (nvme_rig_ns(variant->nvme, self->ns, sizeof(self->ns)))
-		SKIP(return, "rig NVMe drive %d not found", variant->nvme);
+	ASSERT_EQ(0, nvme_rig_ns(variant->nvme, self->ns, sizeof(self->ns)))
+		TH_LOG("rig NVMe drive %d not found", variant->nvme);
 	ASSERT_EQ(0, nvme_pci_dev(self->ns, self->nvme_dev,
 				  sizeof(self->nvme_dev)));
 	self->seed = getpid() ^ (uint64_t)variant->nvme << 32;
@@ -116,8 +116,9 @@ TEST_F_TIMEOUT(odirect, p2p_read, 180)
 	char provider[SYSFS_LEN];
 	unsigned int i;
 
-	if (p2pmem_find(self->nvme_dev, true, provider, sizeof(provider)))
-		SKIP(return, "no provider reachable from %s", self->ns);
+	ASSERT_EQ(0, p2pmem_find(self->nvme_dev, true, provider,
+				 sizeof(provider)))
+		TH_LOG("no provider reachable from %s", self->ns);
 	dev = p2pmem_map(provider, MAP_LEN);
 	ASSERT_NE(NULL, dev);
 	ref = malloc(MAP_LEN);
@@ -152,8 +153,9 @@ TEST_F_TIMEOUT(odirect, p2p_read_eof, 180)
 
 	if (!variant->fs)
 		SKIP(return, "a block device has no EOF inside the drive");
-	if (p2pmem_find(self->nvme_dev, true, provider, sizeof(provider)))
-		SKIP(return, "no provider reachable from %s", self->ns);
+	ASSERT_EQ(0, p2pmem_find(self->nvme_dev, true, provider,
+				 sizeof(provider)))
+		TH_LOG("no provider reachable from %s", self->ns);
 	dev = p2pmem_map(provider, len);
 	ASSERT_NE(NULL, dev);
 	ref = malloc(len);
@@ -188,8 +190,9 @@ TEST_F_TIMEOUT(odirect, buffered_read, 180)
 	off_t off = 1234567;
 	ssize_t n;
 
-	if (p2pmem_find(self->nvme_dev, true, provider, sizeof(provider)))
-		SKIP(return, "no provider reachable from %s", self->ns);
+	ASSERT_EQ(0, p2pmem_find(self->nvme_dev, true, provider,
+				 sizeof(provider)))
+		TH_LOG("no provider reachable from %s", self->ns);
 	dev = p2pmem_map(provider, MAP_LEN);
 	ASSERT_NE(NULL, dev);
 	ref = malloc(len);
@@ -217,8 +220,9 @@ TEST_F_TIMEOUT(odirect, unreachable_odirect, 180)
 	size_t len = 1 * MiB;
 	ssize_t n;
 
-	if (p2pmem_find(self->nvme_dev, false, provider, sizeof(provider)))
-		SKIP(return, "no provider that %s cannot reach", self->ns);
+	ASSERT_EQ(0, p2pmem_find(self->nvme_dev, false, provider,
+				 sizeof(provider)))
+		TH_LOG("no provider that %s cannot reach", self->ns);
 	TH_LOG("unreachable provider %s", provider);
 	dev = p2pmem_map(provider, len);
 	ASSERT_NE(NULL, dev);
@@ -246,8 +250,9 @@ TEST_F_TIMEOUT(odirect, unreachable_buffered, 180)
 	size_t len = 2 * MiB + 5;
 	ssize_t n;
 
-	if (p2pmem_find(self->nvme_dev, false, provider, sizeof(provider)))
-		SKIP(return, "no provider that %s cannot reach", self->ns);
+	ASSERT_EQ(0, p2pmem_find(self->nvme_dev, false, provider,
+				 sizeof(provider)))
+		TH_LOG("no provider that %s cannot reach", self->ns);
 	dev = p2pmem_map(provider, MAP_LEN);
 	ASSERT_NE(NULL, dev);
 	ref = malloc(len);
@@ -275,8 +280,9 @@ TEST_F_TIMEOUT(odirect, pread_bypasses_page_cache, 180)
 	size_t len = 8 * MiB, pages = len / 4096, i, resident = 0;
 	void *map;
 
-	if (p2pmem_find(self->nvme_dev, true, provider, sizeof(provider)))
-		SKIP(return, "no provider reachable from %s", self->ns);
+	ASSERT_EQ(0, p2pmem_find(self->nvme_dev, true, provider,
+				 sizeof(provider)))
+		TH_LOG("no provider reachable from %s", self->ns);
 	dev = p2pmem_map(provider, len);
 	ASSERT_NE(NULL, dev);
 	ref = malloc(len);

@@ -14,7 +14,8 @@
  * folios before normal ones (a memory cgroup's memory.reclaim),
  * POSIX_FADV_SEQUENTIAL and POSIX_FADV_NOREUSE, concurrent readers,
  * removal by hole punch, truncate, POSIX_FADV_DONTNEED and drop_caches,
- * the knob's validation and the tracepoint.
+ * a THP collapse (MADV_COLLAPSE) of partition pages, the knob's validation
+ * and the tracepoint.
  *
  * Every read into device memory goes into memory poisoned with 0xa5 and
  * is checked byte for byte against the pattern the file was written with.
@@ -307,12 +308,17 @@ FIXTURE_SETUP(readahead)
 	int wfd, ret;
 
 	self->fd = self->ref_fd = -1;
-	if (access(P2P_ROUTER, F_OK))
-		SKIP(return, "no P2P router in this kernel (%s)", P2P_ROUTER);
-	if (access(P2P_RA_KB, F_OK) || !stats_readable())
-		SKIP(return, "no P2P read-ahead in this kernel (%s)", P2P_RA_KB);
-	if (variant->mglru && access(LRU_GEN, F_OK))
-		SKIP(return, "no MGLRU in this kernel (%s)", LRU_GEN);
+	/* Kernel features the rig's config turns on: missing is a failure. */
+	ASSERT_EQ(0, access(P2P_ROUTER, F_OK))
+		TH_LOG("no P2P router in this kernel (%s)", P2P_ROUTER);
+	ASSERT_EQ(0, access(P2P_RA_KB, F_OK))
+		TH_LOG("no P2P read-ahead in this kernel (%s)", P2P_RA_KB);
+	ASSERT_TRUE(stats_readable())
+		TH_LOG("a P2P read-ahead counter is missing in " P2P_STATS);
+	if (variant->mglru) {
+		ASSERT_EQ(0, access(LRU_GEN, F_OK))
+			TH_LOG("no MGLRU in this kernel (%s)", LRU_GEN);
+	}
 	if (nvme_rig_ns(variant->nvme, self->ns, sizeof(self->ns)))
 		SKIP(return, "rig NVMe drive %d not found", variant->nvme);
 	if (p2pmem_find_for_ns(self->ns, true, self->provider,
@@ -362,9 +368,10 @@ FIXTURE_SETUP(readahead)
 	if (ret)
 		knobs_restore(&self->knobs, self->bdi_ra);
 	ASSERT_EQ(0, ret);
-	TH_LOG("%s on %s (%s), provider %s, lru_gen %s",
+	TH_LOG("%s on %s (%s), provider %s, lru_gen %s, seed %llu",
 	       self->path, self->ns, variant->fs, self->provider,
-	       self->knobs.lru_gen[0] ? (mglru_on() ? "on" : "off") : "absent");
+	       self->knobs.lru_gen[0] ? (mglru_on() ? "on" : "off") : "absent",
+	       (unsigned long long)self->seed);
 }
 
 /* @word as a whole word of the blank-separated list @list. */
@@ -674,16 +681,16 @@ TEST_F_TIMEOUT(readahead, partition_before_normal, 300)
 	int fd_n, ret, i;
 
 	if (access(CG_ROOT "/cgroup.controllers", F_OK)) {
-		if (mount("cgroup2", CG_ROOT, "cgroup2", 0, NULL))
-			SKIP(return, "cannot mount cgroup2 at " CG_ROOT ": %s",
-			     strerror(errno));
+		ASSERT_EQ(0, mount("cgroup2", CG_ROOT, "cgroup2", 0, NULL))
+			TH_LOG("cannot mount cgroup2 at " CG_ROOT ": %s",
+			       strerror(errno));
 		self->cg_mounted = true;
 	}
 	ASSERT_EQ(0, sysfs_read(CG_ROOT "/cgroup.controllers", buf,
 				sizeof(buf)));
-	if (!has_word(buf, "memory"))
-		SKIP(return, "no memory controller in cgroup2 (CONFIG_MEMCG): \"%s\"",
-		     buf);
+	ASSERT_TRUE(has_word(buf, "memory"))
+		TH_LOG("no memory controller in cgroup2 (CONFIG_MEMCG): \"%s\"",
+		       buf);
 	ASSERT_EQ(0, sysfs_read(CG_ROOT "/cgroup.subtree_control", buf,
 				sizeof(buf)));
 	if (!has_word(buf, "memory")) {
@@ -693,8 +700,8 @@ TEST_F_TIMEOUT(readahead, partition_before_normal, 300)
 	}
 	ASSERT_TRUE(!mkdir(CG_CHILD, 0755) || errno == EEXIST);
 	self->cg_made = true;
-	if (access(CG_CHILD "/memory.reclaim", F_OK))
-		SKIP(return, "no memory.reclaim in " CG_CHILD);
+	ASSERT_EQ(0, access(CG_CHILD "/memory.reclaim", F_OK))
+		TH_LOG("no memory.reclaim in " CG_CHILD);
 
 	ASSERT_EQ(0, make_file("normal", len, seed_n, path_n, sizeof(path_n)));
 	fd_n = open(path_n, O_RDONLY);
@@ -1198,11 +1205,12 @@ TEST_F_TIMEOUT(readahead, tracepoint, 300)
 	struct stat st;
 	long rd;
 
-	if (access(TRACEFS "/trace", F_OK) &&
-	    mount("tracefs", TRACEFS, "tracefs", 0, NULL))
-		SKIP(return, "no tracefs at " TRACEFS);
-	if (access(TRACEFS "/events", F_OK))
-		SKIP(return, "no event tracing in this kernel");
+	if (access(TRACEFS "/trace", F_OK)) {
+		ASSERT_EQ(0, mount("tracefs", TRACEFS, "tracefs", 0, NULL))
+			TH_LOG("no tracefs at " TRACEFS ": %s", strerror(errno));
+	}
+	ASSERT_EQ(0, access(TRACEFS "/events", F_OK))
+		TH_LOG("no event tracing in this kernel");
 	ASSERT_EQ(0, access(TRACE_EVENT_DIR "/enable", F_OK));
 
 	ASSERT_EQ(0, stat(self->path, &st));
@@ -1256,6 +1264,108 @@ TEST_F_TIMEOUT(readahead, tracepoint, 300)
 	free(trace);
 }
 
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE	25
+#endif
+#define THP_DIR		"/sys/kernel/mm/transparent_hugepage"
+#define HPAGE		(2 * MiB)
+
+/*
+ * MADV_COLLAPSE (CONFIG_READ_ONLY_THP_FOR_FS) replaces the small folios of
+ * a read-only file mapping by one huge folio.  Partition folios among them
+ * must leave the partition as they leave the page cache: after the file is
+ * dropped from the cache and its file system unmounted, the partition
+ * holds nothing.  Freeing a folio still marked PG_p2p_ra would also be a
+ * "BUG: Bad page state" on the console, which fails the run.
+ */
+TEST_F_TIMEOUT(readahead, thp_collapse, 300)
+{
+	const long long len = 4 * MiB;
+	long long part0, part1, part2, above, in_range;
+	unsigned char *resv, *map;
+	struct ra_stats before, d;
+	int fd, ret = -1, err = 0, tries;
+	uintptr_t aligned;
+
+	ASSERT_EQ(0, access(THP_DIR "/enabled", F_OK))
+		TH_LOG("no transparent huge pages in this kernel (%s)",
+		       THP_DIR);
+	ASSERT_EQ(0, set_ra_kb(DEFAULT_RA_KB));
+	ASSERT_EQ(0, drop_caches());
+	ASSERT_EQ(0, partition_pages());
+
+	/* 4 MiB in 4 KiB reads into device memory: the partition fills. */
+	stats_read(&before);
+	ASSERT_EQ(len / PAGE, seq_read(_metadata, self, self->fd, 0, len, PAGE,
+				       self->seed, NULL));
+	stats_delta(&before, &d);
+	stats_log(_metadata, "4 MiB in 4 KiB reads", &d);
+	part0 = partition_pages();
+	/*
+	 * The premise: partition pages in the first 2 MiB.  At most @above
+	 * of the partition's pages lie beyond it (all that is cached there).
+	 */
+	above = resident_pages(self->ref_fd, HPAGE, FILE_SIZE - HPAGE);
+	ASSERT_LE(0, above);
+	in_range = part0 - above;
+	TH_LOG("partition %lld pages, at least %lld of them in the first 2 MiB",
+	       part0, in_range);
+	ASSERT_LT(0, d.ra_pages);
+	ASSERT_LT(0, in_range);
+
+	/*
+	 * A read-only mapping of the file, 2 MiB-aligned, not touched
+	 * before the collapse: a fault would promote what it maps.
+	 */
+	resv = mmap(NULL, 2 * HPAGE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS,
+		    -1, 0);
+	ASSERT_NE(MAP_FAILED, resv);
+	aligned = ((uintptr_t)resv + HPAGE - 1) & ~(uintptr_t)(HPAGE - 1);
+	fd = open(self->path, O_RDONLY);
+	ASSERT_LE(0, fd);
+	map = mmap((void *)aligned, HPAGE, PROT_READ, MAP_SHARED | MAP_FIXED,
+		   fd, 0);
+	close(fd);
+	ASSERT_EQ((void *)aligned, map);
+	for (tries = 0; tries < 5; tries++) {
+		ret = madvise(map, HPAGE, MADV_COLLAPSE);
+		err = errno;
+		if (!ret || err != EAGAIN)
+			break;
+		usleep(100000);
+	}
+	part1 = partition_pages();
+	TH_LOG("MADV_COLLAPSE of the first 2 MiB: %s after %d tries; partition %lld pages",
+	       ret ? strerror(err) : "collapsed", tries + 1, part1);
+	ASSERT_EQ(0, ret);
+
+	/* The huge folio holds the file's bytes. */
+	memcpy(self->ram, map, HPAGE);
+	pattern_fill(self->ref, HPAGE, 0, self->seed);
+	EXPECT_EQ(-1, first_diff(self->ram, self->ref, HPAGE));
+	munmap(resv, 2 * HPAGE);
+	/* And so does a read of it into device memory. */
+	memset(self->dev, POISON, HPAGE);
+	ASSERT_EQ(HPAGE, pread(self->fd, self->dev, HPAGE, 0));
+	EXPECT_EQ(-1, first_diff(self->dev, self->ref, HPAGE));
+
+	/* Drop the file: caches, then the file system. */
+	close(self->fd);
+	close(self->ref_fd);
+	self->fd = self->ref_fd = -1;
+	stats_read(&before);
+	ASSERT_EQ(0, drop_caches());
+	ASSERT_EQ(0, umount2(MNT, 0)) TH_LOG("umount: %s", strerror(errno));
+	self->mounted = false;
+	stats_delta(&before, &d);
+	part2 = partition_pages();
+	stats_log(_metadata, "caches dropped, unmounted", &d);
+	TH_LOG("partition %lld pages after the collapse, %lld after the unmount",
+	       part1, part2);
+	ASSERT_EQ(0, part2)
+		TH_LOG("the partition lost track of %lld pages", part2);
+}
+
 /* RAM in KiB as the kernel counts it (totalram_pages). */
 static long long ram_kb(void)
 {
@@ -1286,8 +1396,8 @@ TEST(knobs_validate)
 	};
 	unsigned int i;
 
-	if (access(P2P_RA_KB, F_OK))
-		SKIP(return, "no P2P read-ahead in this kernel (%s)", P2P_RA_KB);
+	ASSERT_EQ(0, access(P2P_RA_KB, F_OK))
+		TH_LOG("no P2P read-ahead in this kernel (%s)", P2P_RA_KB);
 	ASSERT_LT(0, ram);
 	ASSERT_EQ(0, sysfs_read(P2P_RA_KB, saved, sizeof(saved)));
 	def = ram / 1024;

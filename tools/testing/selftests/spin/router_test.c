@@ -40,6 +40,23 @@
 #define MNT		"/mnt/spin-router"
 #define MD		"/dev/md0"
 
+/*
+ * A known gap: the case reports XFAIL while @gap holds, and XPASS once it
+ * no longer does (then drop the XFAIL_IF).  The message names the issue
+ * the gap waits on: scripts/run-tests.sh fails the run on an XFAIL that
+ * names none ("#NN"), and on any XPASS.  A failure before it stays a
+ * failure.  (The 6.12 harness has XFAIL_ADD(), which marks a whole
+ * variant's case, but no way to give the reason.)  Call it last.
+ */
+#define XFAIL_IF(gap, fmt, ...) do {					\
+	if (_metadata->exit_code == KSFT_PASS) {			\
+		snprintf(_metadata->results->reason,			\
+			 sizeof(_metadata->results->reason),		\
+			 fmt, ##__VA_ARGS__);				\
+		_metadata->exit_code = (gap) ? KSFT_XFAIL : KSFT_XPASS;	\
+	}								\
+} while (0)
+
 /* Every counter in stats/, in one struct, so that tests can take deltas. */
 struct router_stats {
 	long long routed_reads;
@@ -253,27 +270,27 @@ FIXTURE_VARIANT_ADD(router, raid0) { .fs = NULL, .nvme = 0, .members = 2 };
 FIXTURE_SETUP(router)
 {
 	char cmd[1024], members[512] = "";
-	int i, wfd;
+	int i, wfd, ret;
 
 	self->fd = self->ref_fd = -1;
-	if (access(P2P_ROUTER, F_OK))
-		SKIP(return, "no P2P router in this kernel (%s)", P2P_ROUTER);
+	/* What the rig always has: anything missing is a failure. */
+	ASSERT_EQ(0, access(P2P_ROUTER, F_OK))
+		TH_LOG("no P2P router in this kernel (%s)", P2P_ROUTER);
 	ASSERT_TRUE(stats_readable());
 	for (i = 0; i < variant->members; i++) {
 		size_t l = strlen(members);
 
-		if (nvme_rig_ns(variant->nvme + i, self->ns[i],
-				sizeof(self->ns[i])))
-			SKIP(return, "rig NVMe drive %d not found",
-			     variant->nvme + i);
+		ASSERT_EQ(0, nvme_rig_ns(variant->nvme + i, self->ns[i],
+					 sizeof(self->ns[i])))
+			TH_LOG("rig NVMe drive %d not found", variant->nvme + i);
 		snprintf(members + l, sizeof(members) - l, " /dev/%s",
 			 self->ns[i]);
 	}
 	ASSERT_EQ(0, nvme_pci_dev(self->ns[0], self->nvme_dev,
 				  sizeof(self->nvme_dev)));
-	if (p2pmem_find(self->nvme_dev, true, self->provider,
-			sizeof(self->provider)))
-		SKIP(return, "no provider reachable from %s", self->ns[0]);
+	ASSERT_EQ(0, p2pmem_find(self->nvme_dev, true, self->provider,
+				 sizeof(self->provider)))
+		TH_LOG("no provider reachable from %s", self->ns[0]);
 	self->seed = getpid() ^ (uint64_t)variant->nvme << 32 ^
 		     (uint64_t)variant->members << 40;
 	self->size = FILE_SIZE;
@@ -289,17 +306,19 @@ FIXTURE_SETUP(router)
 		snprintf(cmd, sizeof(cmd),
 			 "mdadm --create " MD " --run --quiet --force --assume-clean --level=0 --raid-devices=%d%s",
 			 variant->members, members);
-		if (run_cmd(cmd)) {
+		ret = run_cmd(cmd);
+		if (ret)
 			router_cleanup();
-			SKIP(return, "cannot assemble md raid0 over%s", members);
-		}
+		ASSERT_EQ(0, ret)
+			TH_LOG("cannot assemble md raid0 over%s", members);
 		self->assembled = true;
 		snprintf(self->blk, sizeof(self->blk), "md0");
-		/* Without it the router is never asked: nothing to test. */
-		if (queue_limit(self->blk, "pci_p2pdma") != 1) {
+		/* Without it the router is never asked: a lost md flag. */
+		ret = queue_limit(self->blk, "pci_p2pdma");
+		if (ret != 1)
 			router_cleanup();
-			SKIP(return, MD " does not pass P2PDMA");
-		}
+		ASSERT_EQ(1, ret)
+			TH_LOG(MD " does not pass P2PDMA");
 	} else {
 		snprintf(self->blk, sizeof(self->blk), "%s", self->ns[0]);
 	}
@@ -772,8 +791,9 @@ TEST_F_TIMEOUT(router, unreachable, 180)
 	struct router_stats before, d;
 	unsigned char *far;
 
-	if (p2pmem_find(self->nvme_dev, false, provider, sizeof(provider)))
-		SKIP(return, "no provider that %s cannot reach", self->ns[0]);
+	ASSERT_EQ(0, p2pmem_find(self->nvme_dev, false, provider,
+				 sizeof(provider)))
+		TH_LOG("no provider that %s cannot reach", self->ns[0]);
 	TH_LOG("unreachable provider %s", provider);
 	far = p2pmem_map(provider, len);
 	ASSERT_NE(NULL, far);
@@ -835,11 +855,12 @@ TEST_F_TIMEOUT(router, tracepoint, 180)
 	struct stat st;
 	ssize_t n;
 
-	if (access(TRACEFS "/trace", F_OK) &&
-	    mount("tracefs", TRACEFS, "tracefs", 0, NULL))
-		SKIP(return, "no tracefs at " TRACEFS);
-	if (access(TRACEFS "/events", F_OK))
-		SKIP(return, "no event tracing in this kernel");
+	if (access(TRACEFS "/trace", F_OK)) {
+		ASSERT_EQ(0, mount("tracefs", TRACEFS, "tracefs", 0, NULL))
+			TH_LOG("no tracefs at " TRACEFS);
+	}
+	ASSERT_EQ(0, access(TRACEFS "/events", F_OK))
+		TH_LOG("no event tracing in this kernel");
 	ASSERT_EQ(0, access(TRACE_EVENT_DIR "/enable", F_OK));
 
 	/* The event names the inode: the file's, or the block device's. */
@@ -911,8 +932,8 @@ TEST(knobs_validate)
 	char cur[256];
 	unsigned int i, k;
 
-	if (access(P2P_ROUTER, F_OK))
-		SKIP(return, "no P2P router in this kernel (%s)", P2P_ROUTER);
+	ASSERT_EQ(0, access(P2P_ROUTER, F_OK))
+		TH_LOG("no P2P router in this kernel (%s)", P2P_ROUTER);
 	ASSERT_EQ(0, sysfs_read(P2P_COST_NS, saved_cost, sizeof(saved_cost)));
 	ASSERT_EQ(0, sysfs_read(P2P_COPY_MBPS, saved_mbps, sizeof(saved_mbps)));
 	TH_LOG("p2p_cost_ns \"%s\", copy_mbps %s", saved_cost, saved_mbps);
@@ -1041,13 +1062,16 @@ TEST_F_TIMEOUT(router, p2p_write_append_dsync, 180)
 	EXPECT_EQ(-1, readback_diff(self, self->size - MiB, MiB + len,
 				    self->seed));
 	/*
-	 * ext4 routes only overwrites within the on-disk size: a direct
-	 * write that extends the file needs ext4's orphan handling.
+	 * The aligned middle goes to the drive by DMA.  Not yet on ext4,
+	 * which routes only overwrites within the on-disk size (a direct
+	 * write that extends the file needs ext4's orphan handling): a
+	 * known gap, XFAIL until issue #17 lands, XPASS once it has.
 	 */
 	if (strcmp(variant->fs, "ext4")) {
 		EXPECT_LT(0, d.p2p_write_bytes);
 	} else {
-		EXPECT_EQ(0, d.p2p_write_bytes);
+		XFAIL_IF(!d.p2p_write_bytes,
+			 "ext4 appends are not routed yet, issue #17");
 	}
 }
 

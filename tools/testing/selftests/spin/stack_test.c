@@ -9,10 +9,25 @@
  * returns the right bytes, and otherwise fails with EREMOTEIO before any
  * member sees a P2PDMA page.  Every read is checked against a reference
  * read into RAM.
+ *
+ * raid1 and raid10 with --failfast members stay healthy when a read into
+ * device memory that no member can reach is refused: the router learns
+ * that before it submits and copies instead (fallback_unreachable, not
+ * one DMA), and O_DIRECT fails with EREMOTEIO.  A dm table reload
+ * (linear to zero) and an md level change (raid1 to raid5) under P2P
+ * reads in flight give each read an error or the right bytes (each
+ * sector the drive's data or, after the swap to dm-zero, zeros), and no
+ * crash or warning.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE	/* O_DIRECT; lib.mk passes it too */
+#endif
 #include <linux/loop.h>
+#include <pthread.h>
 #include <sys/ioctl.h>
 #include <sys/sysmacros.h>
+#include <stddef.h>
+#include <time.h>
 
 #include "spin_util.h"
 #include "../kselftest_harness.h"
@@ -24,6 +39,11 @@
 #define DM		"/dev/mapper/" DM_NAME
 #define LOOP_FILE	"/tmp/spin-loop.img"
 #define MNT		"/mnt/spin-stack"
+#define MD_SYS		"/sys/block/md0/md"
+#define P2P_ROUTER	"/sys/kernel/mm/p2p_router"
+/* Members of mirrored arrays: 64 MiB each, so that a rebuild is short. */
+#define MIRROR_SIZE_KB	"65536"
+#define POISON		0xa5
 
 enum stack_kind { MD_ARRAY, DM_TABLE };
 
@@ -166,8 +186,10 @@ FIXTURE_SETUP(stack)
 			run_cmd(cmd);
 		}
 		snprintf(cmd, sizeof(cmd),
-			 "mdadm --create " MD " --run --quiet --force --assume-clean --level=%s --raid-devices=%d%s",
-			 variant->level, n, members);
+			 "mdadm --create " MD " --run --quiet --force --assume-clean --level=%s%s --raid-devices=%d%s",
+			 variant->level,
+			 variant->mirrored ? " --size=" MIRROR_SIZE_KB : "",
+			 n, members);
 		ASSERT_EQ(0, run_cmd(cmd));
 		snprintf(self->dev, sizeof(self->dev), "%s", MD);
 	} else if (!strcmp(variant->level, "striped")) {
@@ -439,16 +461,64 @@ TEST_F_TIMEOUT(stack, odirect_write, 180)
 	free(ref);
 }
 
+static double now_sec(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* md0's sync_action ("idle", "recover", ...) is @what. */
+static bool md_action_is(const char *what)
+{
+	char buf[64];
+
+	return !sysfs_read(MD_SYS "/sync_action", buf, sizeof(buf)) &&
+	       !strcmp(buf, what);
+}
+
+/*
+ * How far md0's recovery has come, in KiB, from /proc/mdstat's
+ * "recovery = x% (done/total)": finer than md/sync_completed, which moves
+ * in sixteenths of the device.  -1 when no recovery is shown.
+ */
+static long long md_recovery_pos(void)
+{
+	char buf[4096], *p, *q, *next;
+	long long done;
+
+	if (sysfs_read("/proc/mdstat", buf, sizeof(buf)))
+		return -1;
+	p = strstr(buf, "md0 :");
+	if (!p)
+		return -1;
+	next = strstr(p + 1, "\nmd");
+	q = strstr(p, "recovery =");
+	if (!q || (next && q > next))
+		return -1;
+	q = strchr(q, '(');
+	if (!q || sscanf(q + 1, "%lld/", &done) != 1)
+		return -1;
+	return done;
+}
+
 /*
  * A mirrored array keeps serving P2P reads, with the right bytes, while a
- * member fails, while degraded, and while the member is rebuilt.
+ * member fails, while degraded, and while the member is rebuilt: the
+ * rebuild is slowed down (md/sync_speed_min and _max) so that it is
+ * provably under way, and moving, during the reads; then it is let go,
+ * must finish, and the reads go on.
  */
 TEST_F_TIMEOUT(stack, member_failure, 300)
 {
 	char provider[SYSFS_LEN], cmd[1024];
 	size_t len = 1 * MiB;
 	unsigned char *dev, *ref;
-	int fd, i, rebuilt = 0;
+	long long pos0, pos1, first_pos = -1, last_pos = -1;
+	int fd, i = 0, during = 0, after = 0;
+	bool rec0, rec1, done;
+	double t0;
 
 	if (!variant->mirrored)
 		SKIP(return, "not a mirrored array");
@@ -462,32 +532,660 @@ TEST_F_TIMEOUT(stack, member_failure, 300)
 	fd = open(self->path, O_RDONLY | O_DIRECT);
 	ASSERT_LE(0, fd);
 
-	for (i = 0; i < 60; i++) {
-		off_t off = (i * 7 % 15) * MiB;
+#define READ_CHECK() do {						\
+		off_t off = (i * 7 % 15) * MiB;				\
+									\
+		pattern_fill(ref, len, off, self->seed);		\
+		memset(dev, POISON, len);				\
+		ASSERT_EQ((ssize_t)len, pread(fd, dev, len, off))	\
+			TH_LOG("read %d at %lld", i, (long long)off);	\
+		ASSERT_EQ(-1, first_diff(dev, ref, len))		\
+			TH_LOG("read %d at %lld", i, (long long)off);	\
+		i++;							\
+	} while (0)
 
-		if (i == 5) {
-			snprintf(cmd, sizeof(cmd), "mdadm --quiet " MD " --fail /dev/%s",
-				 self->nvme[1]);
-			ASSERT_EQ(0, run_cmd(cmd));
+	for (; i < 5; )
+		READ_CHECK();
+	snprintf(cmd, sizeof(cmd), "mdadm --quiet " MD " --fail /dev/%s",
+		 self->nvme[1]);
+	ASSERT_EQ(0, run_cmd(cmd));
+	for (; i < 20; )
+		READ_CHECK();
+	ASSERT_EQ(1, sysfs_read_ll(MD_SYS "/degraded"));
+
+	/* About 5 MB/s: the 64 MiB rebuild takes some 13 s. */
+	ASSERT_EQ(0, sysfs_write(MD_SYS "/sync_speed_max", "5000"));
+	ASSERT_EQ(0, sysfs_write(MD_SYS "/sync_speed_min", "5000"));
+	snprintf(cmd, sizeof(cmd),
+		 "mdadm --quiet " MD " --remove /dev/%s && mdadm --zero-superblock /dev/%s && mdadm --quiet " MD " --add /dev/%s",
+		 self->nvme[1], self->nvme[1], self->nvme[1]);
+	ASSERT_EQ(0, run_cmd(cmd));
+
+	/*
+	 * Reads during the rebuild: ones that began and ended with
+	 * sync_action "recover", until 40 of them have seen the recovery
+	 * move on, or it ends, or 60 s pass.
+	 */
+	t0 = now_sec();
+	while (now_sec() - t0 < 60) {
+		rec0 = md_action_is("recover");
+		pos0 = md_recovery_pos();
+		READ_CHECK();
+		rec1 = md_action_is("recover");
+		pos1 = md_recovery_pos();
+		if (rec0 && rec1 && pos0 >= 0 && pos1 >= 0) {
+			during++;
+			if (first_pos < 0)
+				first_pos = pos0;
+			last_pos = pos1;
 		}
-		if (i == 20) {
-			ASSERT_EQ(1, sysfs_read_ll("/sys/block/md0/md/degraded"));
-			snprintf(cmd, sizeof(cmd),
-				 "mdadm --quiet " MD " --remove /dev/%s && mdadm --zero-superblock /dev/%s && mdadm --quiet " MD " --add /dev/%s",
-				 self->nvme[1], self->nvme[1], self->nvme[1]);
-			ASSERT_EQ(0, run_cmd(cmd));
-		}
-		pattern_fill(ref, len, off, self->seed);
-		memset(dev, 0xa5, len);
-		ASSERT_EQ((ssize_t)len, pread(fd, dev, len, off));
-		ASSERT_EQ(-1, first_diff(dev, ref, len));
-		if (i > 20 && sysfs_read_ll("/sys/block/md0/md/degraded") == 0)
-			rebuilt++;
+		if (during >= 40 && last_pos > first_pos)
+			break;
+		if (during && !rec1)
+			break;
 	}
-	TH_LOG("reads after the rebuild finished: %d", rebuilt);
+	TH_LOG("%d reads during the rebuild, which went from %lld to %lld KiB meanwhile",
+	       during, first_pos, last_pos);
+
+	/*
+	 * Let it finish, reading now and then: a high sync_speed_min keeps
+	 * md from slowing the rebuild down for the reads.
+	 */
+	EXPECT_EQ(0, sysfs_write(MD_SYS "/sync_speed_max", "system"));
+	EXPECT_EQ(0, sysfs_write(MD_SYS "/sync_speed_min", "100000"));
+	ASSERT_LE(10, during)
+		TH_LOG("the rebuild was not under way during the reads");
+	ASSERT_LT(first_pos, last_pos)
+		TH_LOG("the rebuild did not move during the reads");
+	t0 = now_sec();
+	do {
+		READ_CHECK();
+		usleep(50000);
+		done = sysfs_read_ll(MD_SYS "/degraded") == 0 &&
+		       md_action_is("idle");
+	} while (!done && now_sec() - t0 < 120);
+	EXPECT_EQ(0, sysfs_write(MD_SYS "/sync_speed_min", "system"));
+	TH_LOG("rebuild %s %.1f s after it was let go",
+	       done ? "finished" : "still running", now_sec() - t0);
+	ASSERT_TRUE(done);
+
+	/* And with the rebuilt member back in the read balance. */
+	for (after = 0; after < 20; after++)
+		READ_CHECK();
+#undef READ_CHECK
+	TH_LOG("%d reads in all", i);
 	close(fd);
 	munmap(dev, len);
 	free(ref);
+}
+
+/* A counter of the P2P router, or -1. */
+static long long router_stat(const char *name)
+{
+	char path[PATH_MAX];
+
+	snprintf(path, sizeof(path), P2P_ROUTER "/stats/%s", name);
+	return sysfs_read_ll(path);
+}
+
+/*
+ * Walk md0's members (md/dev-*): how many have @flag in their state, and
+ * how many there are; the sum of their "errors" counters in @errors.
+ */
+static int md_members_with(const char *flag, int *members, long long *errors)
+{
+	struct dirent **names;
+	int n, i, with = 0;
+
+	*members = 0;
+	if (errors)
+		*errors = 0;
+	n = scandir(MD_SYS, &names, NULL, alphasort);
+	for (i = 0; i < n; i++) {
+		char path[PATH_MAX], state[256], *tok, *save;
+
+		if (!strncmp(names[i]->d_name, "dev-", 4)) {
+			(*members)++;
+			snprintf(path, sizeof(path), MD_SYS "/%s/state",
+				 names[i]->d_name);
+			if (!sysfs_read(path, state, sizeof(state)))
+				for (tok = strtok_r(state, ",", &save); tok;
+				     tok = strtok_r(NULL, ",", &save))
+					if (!strcmp(tok, flag))
+						with++;
+			snprintf(path, sizeof(path), MD_SYS "/%s/errors",
+				 names[i]->d_name);
+			if (errors)
+				*errors += sysfs_read_ll(path);
+		}
+		free(names[i]);
+	}
+	free(n > 0 ? names : NULL);
+	return with;
+}
+
+/*
+ * raid1 and raid10 whose two members are marked failfast, and device
+ * memory on another root port that neither member can reach.  A read
+ * into that memory must not be taken for a failing member: md fails a
+ * failfast member on its first error, so a refused DMA mapping that
+ * reached it would degrade a healthy array.  The router must find out,
+ * before it submits anything, that the stack cannot reach the provider,
+ * and copy (fallback_unreachable); O_DIRECT fails with EREMOTEIO.
+ */
+FIXTURE(failfast) {
+	char nvme[2][NAME_MAX + 1];
+	char far[SYSFS_LEN];
+	char enabled[16];
+	unsigned char *dev;
+	unsigned char *ref;
+	uint64_t seed;
+	bool created, knob_saved;
+};
+
+FIXTURE_VARIANT(failfast) {
+	const char *level;
+	const char *layout;
+};
+
+FIXTURE_VARIANT_ADD(failfast, raid1) { .level = "1", .layout = "" };
+FIXTURE_VARIANT_ADD(failfast, raid10) { .level = "10", .layout = " --layout=n2" };
+
+#define FF_DATA		(16 * MiB)
+#define FF_LEN		(1 * MiB)
+
+FIXTURE_SETUP(failfast)
+{
+	char cmd[2048], pci[SYSFS_LEN];
+	int i, fd, members;
+
+	setenv("DM_DISABLE_UDEV", "1", 1);
+	teardown_stacks(NULL);
+	ASSERT_EQ(0, access(P2P_ROUTER "/stats/fallback_unreachable", F_OK))
+		TH_LOG("no P2P router in this kernel (%s)", P2P_ROUTER);
+	for (i = 0; i < 2; i++)
+		if (nvme_rig_ns(i, self->nvme[i], sizeof(self->nvme[i])))
+			SKIP(return, "rig NVMe drive %d not found", i);
+	if (p2pmem_find_for_ns(self->nvme[0], false, self->far,
+			       sizeof(self->far)))
+		SKIP(return, "no provider that %s cannot reach", self->nvme[0]);
+	ASSERT_EQ(0, nvme_pci_dev(self->nvme[1], pci, sizeof(pci)));
+	ASSERT_FALSE(pci_share_switch(self->far, pci))
+		TH_LOG("%s reaches %s", self->nvme[1], self->far);
+	self->seed = getpid() ^ 0xfa57ULL << 32;
+	TH_LOG("raid%s over %s and %s, provider %s, seed %llu", variant->level,
+	       self->nvme[0], self->nvme[1], self->far,
+	       (unsigned long long)self->seed);
+
+	snprintf(cmd, sizeof(cmd),
+		 "mdadm --zero-superblock /dev/%s /dev/%s 2>/dev/null; mdadm --create " MD " --run --quiet --force --assume-clean --level=%s%s --raid-devices=2 --size=" MIRROR_SIZE_KB " --failfast /dev/%s /dev/%s",
+		 self->nvme[0], self->nvme[1], variant->level, variant->layout,
+		 self->nvme[0], self->nvme[1]);
+	ASSERT_EQ(0, run_cmd(cmd));
+	self->created = true;
+	/* The premise: both members failfast, the array passes P2PDMA. */
+	ASSERT_EQ(2, md_members_with("failfast", &members, NULL));
+	ASSERT_EQ(2, members);
+	ASSERT_EQ(1, queue_p2p(MD));
+
+	fd = open(MD, O_RDWR);
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, write_pattern(fd, FF_DATA, self->seed));
+	close(fd);
+	self->dev = p2pmem_map(self->far, FF_LEN);
+	ASSERT_NE(NULL, self->dev);
+	self->ref = malloc(FF_LEN);
+	ASSERT_NE(NULL, self->ref);
+
+	ASSERT_EQ(0, sysfs_read(P2P_ROUTER "/enabled", self->enabled,
+				sizeof(self->enabled)));
+	self->knob_saved = true;
+}
+
+FIXTURE_TEARDOWN(failfast)
+{
+	if (self->knob_saved)
+		EXPECT_EQ(0, sysfs_write(P2P_ROUTER "/enabled", self->enabled));
+	if (self->dev)
+		munmap(self->dev, FF_LEN);
+	free(self->ref);
+	if (self->created)
+		teardown_stacks(NULL);
+}
+
+/* Not degraded, no member faulty, no error counted against one. */
+static void ff_healthy(struct __test_metadata *_metadata, const char *when,
+		       long long errors0)
+{
+	long long errors;
+	int members, faulty;
+
+	faulty = md_members_with("faulty", &members, &errors);
+	TH_LOG("%s: degraded %lld, %d of %d members faulty, member errors %lld (were %lld)",
+	       when, sysfs_read_ll(MD_SYS "/degraded"), faulty, members,
+	       errors, errors0);
+	ASSERT_EQ(0, sysfs_read_ll(MD_SYS "/degraded"));
+	ASSERT_EQ(0, faulty);
+	ASSERT_EQ(2, members);
+	ASSERT_EQ(errors0, errors);
+}
+
+TEST_F_TIMEOUT(failfast, unreachable_read, 180)
+{
+	static const off_t offs[] = { 0, 3 * MiB + 4 * KiB, 9 * MiB };
+	long long seg0, bytes0, eremote0, unreach0, errors0;
+	long long seg, bytes, eremote, unreach;
+	unsigned int i;
+	int members, fd;
+	ssize_t n;
+
+	ASSERT_EQ(0, sysfs_write(P2P_ROUTER "/enabled", "1"));
+	md_members_with("faulty", &members, &errors0);
+
+	/* Buffered, cold: the router must copy, and try no DMA. */
+	fd = open(MD, O_RDONLY);
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, drop_caches());
+	seg0 = router_stat("p2p_segments");
+	bytes0 = router_stat("p2p_bytes");
+	eremote0 = router_stat("fallback_eremoteio");
+	unreach0 = router_stat("fallback_unreachable");
+	for (i = 0; i < ARRAY_SIZE(offs); i++) {
+		memset(self->dev, POISON, FF_LEN);
+		n = pread(fd, self->dev, FF_LEN, offs[i]);
+		ASSERT_EQ((ssize_t)FF_LEN, n)
+			TH_LOG("pread at %lld: %s", (long long)offs[i],
+			       n < 0 ? strerror(errno) : "short");
+		pattern_fill(self->ref, FF_LEN, offs[i], self->seed);
+		ASSERT_EQ(-1, first_diff(self->dev, self->ref, FF_LEN))
+			TH_LOG("pread at %lld", (long long)offs[i]);
+	}
+	seg = router_stat("p2p_segments") - seg0;
+	bytes = router_stat("p2p_bytes") - bytes0;
+	eremote = router_stat("fallback_eremoteio") - eremote0;
+	unreach = router_stat("fallback_unreachable") - unreach0;
+	close(fd);
+	TH_LOG("3 reads of 1 MiB: fallback_unreachable +%lld, p2p_segments +%lld, p2p_bytes +%lld, fallback_eremoteio +%lld",
+	       unreach, seg, bytes, eremote);
+	/* The reference, read into RAM, agrees with the pattern. */
+	fd = open(MD, O_RDONLY);
+	ASSERT_LE(0, fd);
+	ASSERT_EQ((ssize_t)FF_LEN, pread(fd, self->ref, FF_LEN, offs[1]));
+	close(fd);
+	pattern_fill(self->dev, FF_LEN, offs[1], self->seed);
+	ASSERT_EQ(-1, first_diff(self->ref, self->dev, FF_LEN));
+
+	ff_healthy(_metadata, "after buffered reads", errors0);
+	ASSERT_LE(1, unreach)
+		TH_LOG("the router did not see that the stack cannot reach the memory");
+	ASSERT_EQ(0, seg);
+	ASSERT_EQ(0, bytes);
+	ASSERT_EQ(0, eremote)
+		TH_LOG("the router tried DMA into memory the members cannot reach");
+
+	/* O_DIRECT: refused, and the array stays healthy. */
+	fd = open(MD, O_RDONLY | O_DIRECT);
+	ASSERT_LE(0, fd);
+	for (i = 0; i < ARRAY_SIZE(offs); i++) {
+		int err;
+
+		memset(self->dev, POISON, FF_LEN);
+		n = pread(fd, self->dev, FF_LEN, offs[i]);
+		err = errno;
+		TH_LOG("O_DIRECT at %lld: %zd (%s)", (long long)offs[i], n,
+		       n < 0 ? strerror(err) : "");
+		ASSERT_EQ(-1, n);
+		ASSERT_TRUE(err == EREMOTEIO || err == EINVAL);
+	}
+	close(fd);
+	ff_healthy(_metadata, "after O_DIRECT reads", errors0);
+}
+
+/*
+ * Reads into device memory racing a swap of what is under them: a dm
+ * table reloaded from linear to zero and back, or an md raid1 turned
+ * into raid5 (mdadm --grow --level=5), neither of which passes P2PDMA.
+ * Readers (buffered, made cold before each read, so that the router
+ * DMAs, and one O_DIRECT) run all the time.  A bio holding P2PDMA pages
+ * that reaches the new table or personality must be failed, never
+ * touched by the CPU, and the router then copies.  Each read returns an
+ * error or bytes of which every 512-byte sector is the drive's data or,
+ * after a swap to dm-zero, zeros.  A buffered read never fails with
+ * EREMOTEIO: the router copies instead.  The console must stay clean.
+ */
+#define SW_READERS	4	/* the last one O_DIRECT */
+#define SW_WINDOW	(1 * MiB)
+#define SW_SPAN		(16 * MiB)
+#define SW_SECTORS	(64 * MiB / 512)
+
+struct sw_reader {
+	pthread_t thread;
+	char path[64];
+	unsigned char *dev;	/* SW_WINDOW of device memory */
+	unsigned char *want;	/* SW_WINDOW of RAM */
+	uint64_t seed, rng;
+	bool direct;
+	int ret;		/* 0, or -errno of the open */
+	/* counts */
+	long reads, whole, shortr, drive, zero, mixed, errors, remoteio;
+	long straddled;		/* in flight while a swap went on */
+	/* the first bad read */
+	long bad;
+	off_t bad_off;
+	size_t bad_len;
+	ssize_t bad_ret;
+	int bad_errno;
+	long bad_byte;
+};
+
+static int sw_stop;
+static int sw_gen;	/* odd while a swap is going on */
+
+static bool all_zero(const unsigned char *p, size_t len)
+{
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		if (p[i])
+			return false;
+	return true;
+}
+
+static void *sw_reader_main(void *arg)
+{
+	struct sw_reader *r = arg;
+	int fd = open(r->path, O_RDONLY | (r->direct ? O_DIRECT : 0));
+
+	if (fd < 0) {
+		r->ret = -errno;
+		return NULL;
+	}
+	while (!__atomic_load_n(&sw_stop, __ATOMIC_SEQ_CST)) {
+		size_t len = (1 + xorshift64(&r->rng) % (SW_WINDOW / (16 * KiB))) *
+			     16 * KiB;
+		off_t off = xorshift64(&r->rng) % ((SW_SPAN - len) / (4 * KiB) + 1) *
+			    4 * KiB;
+		size_t s, d = 0, z = 0;
+		int g0, g1, err;
+		ssize_t n;
+
+		if (!r->direct)
+			posix_fadvise(fd, off, len, POSIX_FADV_DONTNEED);
+		g0 = __atomic_load_n(&sw_gen, __ATOMIC_SEQ_CST);
+		memset(r->dev, POISON, len);
+		n = pread(fd, r->dev, len, off);
+		err = errno;
+		g1 = __atomic_load_n(&sw_gen, __ATOMIC_SEQ_CST);
+		r->reads++;
+		if (g0 != g1 || (g0 & 1))
+			r->straddled++;
+		if (n < 0) {
+			r->errors++;
+			if (err == EREMOTEIO)
+				r->remoteio++;
+			if (!r->direct && err == EREMOTEIO && !r->bad++) {
+				r->bad_off = off;
+				r->bad_len = len;
+				r->bad_ret = n;
+				r->bad_errno = err;
+				r->bad_byte = -1;
+			}
+			continue;
+		}
+		if (n == (ssize_t)len)
+			r->whole++;
+		else
+			r->shortr++;
+		pattern_fill(r->want, n, off, r->seed);
+		for (s = 0; s < (size_t)n; s += 512) {
+			size_t l = (size_t)n - s < 512 ? (size_t)n - s : 512;
+
+			if (!memcmp(r->dev + s, r->want + s, l)) {
+				d++;
+			} else if (all_zero(r->dev + s, l)) {
+				z++;
+			} else {
+				if (!r->bad++) {
+					r->bad_off = off;
+					r->bad_len = len;
+					r->bad_ret = n;
+					r->bad_errno = 0;
+					r->bad_byte = s + first_diff(r->dev + s,
+								     r->want + s, l);
+				}
+				break;
+			}
+		}
+		if (s < (size_t)n)
+			continue;
+		if (d && z)
+			r->mixed++;
+		else if (z)
+			r->zero++;
+		else if (d)
+			r->drive++;
+	}
+	close(fd);
+	return NULL;
+}
+
+FIXTURE(stack_swap) {
+	char nvme[2][NAME_MAX + 1];
+	char provider[SYSFS_LEN];
+	unsigned char *dev;
+	struct sw_reader r[SW_READERS];
+	int started;
+	uint64_t seed;
+};
+
+FIXTURE_VARIANT(stack_swap) {
+	bool md;	/* md raid1 -> raid5; else dm linear -> zero */
+};
+
+FIXTURE_VARIANT_ADD(stack_swap, dm_linear_zero) { .md = false };
+FIXTURE_VARIANT_ADD(stack_swap, md_raid1_raid5) { .md = true };
+
+static void sw_readers_stop(FIXTURE_DATA(stack_swap) *self)
+{
+	int i;
+
+	__atomic_store_n(&sw_stop, 1, __ATOMIC_SEQ_CST);
+	for (i = 0; i < self->started; i++)
+		pthread_join(self->r[i].thread, NULL);
+	self->started = 0;
+}
+
+static int sw_readers_start(FIXTURE_DATA(stack_swap) *self, const char *path,
+			    int round)
+{
+	int i;
+
+	__atomic_store_n(&sw_stop, 0, __ATOMIC_SEQ_CST);
+	for (i = 0; i < SW_READERS; i++) {
+		struct sw_reader *r = &self->r[i];
+
+		snprintf(r->path, sizeof(r->path), "%s", path);
+		r->dev = self->dev + i * SW_WINDOW;
+		r->seed = self->seed;
+		r->rng = (self->seed + 1000 * round + i) | 1;
+		r->direct = i == SW_READERS - 1;
+		if (pthread_create(&r->thread, NULL, sw_reader_main, r))
+			return -1;
+		self->started++;
+	}
+	return 0;
+}
+
+FIXTURE_SETUP(stack_swap)
+{
+	char pci[SYSFS_LEN];
+	int i;
+
+	setenv("DM_DISABLE_UDEV", "1", 1);
+	teardown_stacks(NULL);
+	ASSERT_EQ(0, access(P2P_ROUTER "/stats/p2p_segments", F_OK))
+		TH_LOG("no P2P router in this kernel (%s)", P2P_ROUTER);
+	for (i = 0; i < 2; i++)
+		if (nvme_rig_ns(i, self->nvme[i], sizeof(self->nvme[i])))
+			SKIP(return, "rig NVMe drive %d not found", i);
+	if (p2pmem_find_for_ns(self->nvme[0], true, self->provider,
+			       sizeof(self->provider)))
+		SKIP(return, "no provider reachable from %s", self->nvme[0]);
+	ASSERT_EQ(0, nvme_pci_dev(self->nvme[1], pci, sizeof(pci)));
+	ASSERT_TRUE(pci_share_switch(self->provider, pci));
+	self->seed = getpid() ^ 0x5a9ULL << 32;
+	TH_LOG("provider %s, seed %llu (reader i: rng seed + 1000 * round + i)",
+	       self->provider, (unsigned long long)self->seed);
+	self->dev = p2pmem_map(self->provider, SW_READERS * SW_WINDOW);
+	ASSERT_NE(NULL, self->dev);
+	for (i = 0; i < SW_READERS; i++) {
+		self->r[i].want = malloc(SW_WINDOW);
+		ASSERT_NE(NULL, self->r[i].want);
+	}
+}
+
+FIXTURE_TEARDOWN(stack_swap)
+{
+	int i;
+
+	sw_readers_stop(self);
+	teardown_stacks(NULL);
+	if (self->dev)
+		munmap(self->dev, SW_READERS * SW_WINDOW);
+	for (i = 0; i < SW_READERS; i++)
+		free(self->r[i].want);
+}
+
+/* Make the stack, with the pattern on it; its device in @path. */
+static int sw_make(FIXTURE_DATA(stack_swap) *self, bool md, char *path, size_t len)
+{
+	char cmd[2048];
+	int fd, ret;
+
+	if (md) {
+		snprintf(cmd, sizeof(cmd),
+			 "mdadm --stop " MD " 2>/dev/null; mdadm --zero-superblock /dev/%s /dev/%s 2>/dev/null; mdadm --create " MD " --run --quiet --force --assume-clean --level=1 --raid-devices=2 --size=" MIRROR_SIZE_KB " /dev/%s /dev/%s",
+			 self->nvme[0], self->nvme[1], self->nvme[0],
+			 self->nvme[1]);
+		snprintf(path, len, "%s", MD);
+	} else {
+		snprintf(cmd, sizeof(cmd),
+			 "dmsetup create --noudevsync " DM_NAME " --table '0 %lu linear /dev/%s 0'",
+			 SW_SECTORS, self->nvme[0]);
+		snprintf(path, len, "%s", DM);
+	}
+	if (run_cmd(cmd))
+		return -EIO;
+	fd = open(path, O_RDWR);
+	if (fd < 0)
+		return -errno;
+	ret = write_pattern(fd, SW_SPAN, self->seed);
+	close(fd);
+	return ret ?: drop_caches();
+}
+
+/* Swap what is under the readers; sw_gen is odd meanwhile. */
+static int sw_swap(FIXTURE_DATA(stack_swap) *self, bool md, int n)
+{
+	char cmd[512];
+	int ret;
+
+	if (md)
+		snprintf(cmd, sizeof(cmd), "mdadm --grow " MD " --level=5");
+	else if (n % 2 == 0)
+		snprintf(cmd, sizeof(cmd),
+			 "dmsetup reload " DM_NAME " --table '0 %lu zero' && dmsetup resume --noudevsync " DM_NAME,
+			 SW_SECTORS);
+	else
+		snprintf(cmd, sizeof(cmd),
+			 "dmsetup reload " DM_NAME " --table '0 %lu linear /dev/%s 0' && dmsetup resume --noudevsync " DM_NAME,
+			 SW_SECTORS, self->nvme[0]);
+	__atomic_add_fetch(&sw_gen, 1, __ATOMIC_SEQ_CST);
+	ret = run_cmd(cmd);
+	__atomic_add_fetch(&sw_gen, 1, __ATOMIC_SEQ_CST);
+	return ret;
+}
+
+TEST_F_TIMEOUT(stack_swap, reads_across_swaps, 300)
+{
+	const int rounds = variant->md ? 3 : 1;
+	/* dm: zero, linear, zero, linear, zero; md: one level change. */
+	const int swaps = variant->md ? 1 : 5;
+	long long seg0, seg, bytes0, bytes, eremote0, flag_after = -1;
+	long reads = 0, drive = 0, zero = 0, mixed = 0, errors = 0;
+	long remoteio = 0, straddled = 0, shortr = 0, bad = 0;
+	char path[64], level[32] = "";
+	int round, k, i, swap_ret = 0;
+
+	seg0 = router_stat("p2p_segments");
+	bytes0 = router_stat("p2p_bytes");
+	eremote0 = router_stat("fallback_eremoteio");
+	for (round = 0; round < rounds; round++) {
+		ASSERT_EQ(0, sw_make(self, variant->md, path, sizeof(path)));
+		ASSERT_EQ(1, queue_p2p(path));
+		ASSERT_EQ(0, sw_readers_start(self, path, round));
+		usleep(300000);
+		for (k = 0; k < swaps && !swap_ret; k++) {
+			swap_ret = sw_swap(self, variant->md, k);
+			usleep(300000);
+		}
+		sw_readers_stop(self);
+		if (variant->md)
+			sysfs_read(MD_SYS "/level", level, sizeof(level));
+		flag_after = queue_p2p(path);
+
+		for (i = 0; i < SW_READERS; i++) {
+			struct sw_reader *r = &self->r[i];
+
+			TH_LOG("round %d, reader %d (%s): %ld reads, %ld drive's data, %ld zeros, %ld both, %ld short, %ld errors (%ld EREMOTEIO), %ld across a swap",
+			       round, i, r->direct ? "O_DIRECT" : "buffered",
+			       r->reads, r->drive, r->zero, r->mixed,
+			       r->shortr, r->errors, r->remoteio,
+			       r->straddled);
+			if (r->bad)
+				TH_LOG("reader %d: read of %zu at %lld returned %zd (%s), byte %ld neither the drive's nor zero",
+				       i, r->bad_len, (long long)r->bad_off,
+				       r->bad_ret,
+				       r->bad_ret < 0 ? strerror(r->bad_errno) : "",
+				       r->bad_byte);
+			ASSERT_EQ(0, r->ret) TH_LOG("%s: %s", path,
+						    strerror(-r->ret));
+			reads += r->reads;
+			drive += r->drive;
+			zero += r->zero;
+			mixed += r->mixed;
+			shortr += r->shortr;
+			errors += r->errors;
+			remoteio += r->remoteio;
+			straddled += r->straddled;
+			bad += r->bad;
+			memset(&r->reads, 0,
+			       sizeof(*r) - offsetof(struct sw_reader, reads));
+		}
+		ASSERT_EQ(0, swap_ret) TH_LOG("the swap failed");
+		if (variant->md)
+			ASSERT_STREQ("raid5", level);
+		teardown_stacks(NULL);
+	}
+	seg = router_stat("p2p_segments") - seg0;
+	bytes = router_stat("p2p_bytes") - bytes0;
+	TH_LOG("%ld reads: %ld drive's data, %ld zeros, %ld both, %ld short, %ld errors (%ld EREMOTEIO), %ld across a swap, %ld bad",
+	       reads, drive, zero, mixed, shortr, errors, remoteio, straddled,
+	       bad);
+	TH_LOG("router: p2p_segments +%lld, p2p_bytes +%lld, fallback_eremoteio +%lld; pci_p2pdma after the swap %lld",
+	       seg, bytes, router_stat("fallback_eremoteio") - eremote0,
+	       flag_after);
+	ASSERT_EQ(0, bad);
+	/* The premise: P2P reads ran, some of them while a swap went on. */
+	ASSERT_LT(0, seg);
+	ASSERT_LT(0, bytes);
+	ASSERT_LT(0, drive);
+	ASSERT_LT(0, straddled);
+	if (!variant->md) {
+		/* The reload took: reads saw dm-zero's zeros. */
+		ASSERT_LT(0, zero + mixed);
+		ASSERT_EQ(0, flag_after);
+	}
 }
 
 /*
@@ -504,7 +1202,7 @@ TEST(dust_member_errors)
 	uint64_t seed = getpid();
 	long long data_off, bad;
 	ssize_t n;
-	int fd;
+	int fd, err;
 
 	setenv("DM_DISABLE_UDEV", "1", 1);
 	teardown_stacks(NULL);
@@ -569,12 +1267,11 @@ TEST(dust_member_errors)
 	ASSERT_LE(0, fd);
 	memset(dev, 0xa5, len);
 	n = pread(fd, dev, len, 384 * KiB);
-	TH_LOG("dust alone: %zd (%s)", n, n < 0 ? strerror(errno) : "");
-	if (n >= 0) {
-		ASSERT_EQ(-1, first_diff(dev, ref, n));
-	} else {
-		ASSERT_EQ(EIO, errno);
-	}
+	err = errno;
+	TH_LOG("dust alone: %zd (%s)", n, n < 0 ? strerror(err) : "");
+	/* The range holds bad blocks: O_DIRECT fails it whole, with EIO. */
+	ASSERT_EQ(-1, n);
+	ASSERT_EQ(EIO, err);
 	close(fd);
 	teardown_stacks(NULL);
 	munmap(dev, len);

@@ -8,7 +8,10 @@
  * now and then truncates the file and grows it back, or drops the page
  * caches.  Every byte read is compared with a reference model of the
  * file kept in RAM; at the end the whole file is read back cold, into RAM
- * and into device memory, and compared once more.
+ * and into device memory, and compared once more.  The router's counters
+ * must show that it DMAed both ways (p2p_bytes, p2p_write_bytes), or the
+ * run tested only the copies; md raid1, which takes no writes from device
+ * memory yet, reports XFAIL for that (issue #18).
  *
  * Each thread owns a region of the file (the boundaries fall in the
  * middle of pages on purpose, so neighbours share pages) and holds a
@@ -298,6 +301,7 @@ FIXTURE_VARIANT(stress) {
 	int nvme;	/* first rig drive */
 	int members;	/* > 1: md over that many rig drives */
 	int level;	/* md RAID level */
+	const char *no_p2p_write;	/* why writes are not DMAed: its issue */
 };
 
 FIXTURE_VARIANT_ADD(stress, xfs) { .fs = "xfs", .nvme = 0, .members = 1 };
@@ -305,17 +309,36 @@ FIXTURE_VARIANT_ADD(stress, ext4) { .fs = "ext4", .nvme = 1, .members = 1 };
 FIXTURE_VARIANT_ADD(stress, raid0_xfs) {
 	.fs = "xfs", .nvme = 0, .members = 2, .level = 0
 };
+/* md raid1 refuses writes from P2PDMA pages (patch 0006); they are copied. */
 FIXTURE_VARIANT_ADD(stress, raid1_ext4) {
-	.fs = "ext4", .nvme = 1, .members = 2, .level = 1
+	.fs = "ext4", .nvme = 1, .members = 2, .level = 1,
+	.no_p2p_write = "md raid1 takes no writes from device memory yet, issue #18"
 };
+
+/*
+ * A known gap: the case reports XFAIL while @gap holds, and XPASS once it
+ * no longer does (then drop the XFAIL_IF).  The message names the issue
+ * the gap waits on: scripts/run-tests.sh fails the run on an XFAIL that
+ * names none ("#NN"), and on any XPASS.  A failure before it stays a
+ * failure.  Call it last.
+ */
+#define XFAIL_IF(gap, fmt, ...) do {					\
+	if (_metadata->exit_code == KSFT_PASS) {			\
+		snprintf(_metadata->results->reason,			\
+			 sizeof(_metadata->results->reason),		\
+			 fmt, ##__VA_ARGS__);				\
+		_metadata->exit_code = (gap) ? KSFT_XFAIL : KSFT_XPASS;	\
+	}								\
+} while (0)
 
 FIXTURE_SETUP(stress)
 {
 	char cmd[1024], members[512] = "";
 	int i;
 
-	if (access(P2P_ROUTER, F_OK))
-		SKIP(return, "no P2P router in this kernel");
+	/* What the rig always has: anything missing is a failure. */
+	ASSERT_EQ(0, access(P2P_ROUTER, F_OK))
+		TH_LOG("no P2P router in this kernel");
 	/* What an earlier test that failed may have left on the drives. */
 	umount2(MNT, MNT_DETACH);
 	run_cmd("mdadm --stop " MD " 2>/dev/null");
@@ -323,18 +346,17 @@ FIXTURE_SETUP(stress)
 	for (i = 0; i < variant->members; i++) {
 		size_t l = strlen(members);
 
-		if (nvme_rig_ns(variant->nvme + i, self->ns[i],
-				sizeof(self->ns[i])))
-			SKIP(return, "rig NVMe drive %d not found",
-			     variant->nvme + i);
+		ASSERT_EQ(0, nvme_rig_ns(variant->nvme + i, self->ns[i],
+					 sizeof(self->ns[i])))
+			TH_LOG("rig NVMe drive %d not found", variant->nvme + i);
 		snprintf(members + l, sizeof(members) - l, " /dev/%s",
 			 self->ns[i]);
 	}
 	ASSERT_EQ(0, nvme_pci_dev(self->ns[0], self->nvme_dev,
 				  sizeof(self->nvme_dev)));
-	if (p2pmem_find(self->nvme_dev, true, self->provider,
-			sizeof(self->provider)))
-		SKIP(return, "no provider reachable from %s", self->ns[0]);
+	ASSERT_EQ(0, p2pmem_find(self->nvme_dev, true, self->provider,
+				 sizeof(self->provider)))
+		TH_LOG("no provider reachable from %s", self->ns[0]);
 	snprintf(self->blk, sizeof(self->blk), "%s", self->ns[0]);
 	if (variant->members > 1) {
 		for (i = 0; i < variant->members; i++) {
@@ -376,6 +398,7 @@ TEST_F_TIMEOUT(stress, random_ops, 600)
 	const char *env_seed = getenv("SPIN_STRESS_SEED");
 	int secs = env_secs ? atoi(env_secs) : 15;
 	long long avail0, routed0, ra0, total_ops = 0, checked = 0;
+	long long p2p_read0, p2p_write0, p2p_read, p2p_write;
 	unsigned char *dev, *ram;
 	struct stress s = { .path = MNT "/stress" };
 	pthread_rwlockattr_t attr;
@@ -409,6 +432,10 @@ TEST_F_TIMEOUT(stress, random_ops, 600)
 	ASSERT_EQ(0, pthread_rwlock_init(&s.lock, &attr));
 	routed0 = stat_ll("routed_reads");
 	ra0 = stat_ll("ra_reads");
+	p2p_read0 = stat_ll("p2p_bytes");
+	p2p_write0 = stat_ll("p2p_write_bytes");
+	ASSERT_LE(0, p2p_read0);
+	ASSERT_LE(0, p2p_write0);
 
 	for (i = 0; i < THREADS; i++) {
 		struct worker *w = &s.w[i];
@@ -446,11 +473,20 @@ TEST_F_TIMEOUT(stress, random_ops, 600)
 	for (i = 0; i < THREADS; i++)
 		EXPECT_EQ(0, s.w[i].err[0]) TH_LOG("%s (seed %llu)", s.w[i].err,
 						   (unsigned long long)seed);
-	TH_LOG("%lld operations, %lld bytes checked, %lld routed reads, %lld read-ahead reads",
+	p2p_read = stat_ll("p2p_bytes") - p2p_read0;
+	p2p_write = stat_ll("p2p_write_bytes") - p2p_write0;
+	TH_LOG("%lld operations, %lld bytes checked, %lld routed reads, %lld read-ahead reads, %lld bytes DMAed into device memory, %lld out of it",
 	       total_ops, checked, stat_ll("routed_reads") - routed0,
-	       stat_ll("ra_reads") - ra0);
-	/* The router must have been asked, or this tested nothing. */
+	       stat_ll("ra_reads") - ra0, p2p_read, p2p_write);
+	/*
+	 * The router must have been asked, and must have DMAed both ways,
+	 * or this tested only the copies.
+	 */
 	EXPECT_LT(routed0, stat_ll("routed_reads"));
+	EXPECT_LT(0, p2p_read);
+	if (!variant->no_p2p_write) {
+		EXPECT_LT(0, p2p_write);
+	}
 
 	/* The whole file, cold, into RAM and into device memory. */
 	ASSERT_EQ(0, fsync(fd));
@@ -471,6 +507,8 @@ TEST_F_TIMEOUT(stress, random_ops, 600)
 	free(s.model);
 	/* Every page of device memory came back. */
 	EXPECT_EQ(avail0, p2pmem_available(self->provider));
+	if (variant->no_p2p_write)
+		XFAIL_IF(!p2p_write, "%s", variant->no_p2p_write);
 }
 
 TEST_HARNESS_MAIN

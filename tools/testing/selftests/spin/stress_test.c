@@ -315,22 +315,6 @@ FIXTURE_VARIANT_ADD(stress, raid1_ext4) {
 	.no_p2p_write = "md raid1 takes no writes from device memory yet, issue #18"
 };
 
-/*
- * A known gap: the case reports XFAIL while @gap holds, and XPASS once it
- * no longer does (then drop the XFAIL_IF).  The message names the issue
- * the gap waits on: scripts/run-tests.sh fails the run on an XFAIL that
- * names none ("#NN"), and on any XPASS.  A failure before it stays a
- * failure.  Call it last.
- */
-#define XFAIL_IF(gap, fmt, ...) do {					\
-	if (_metadata->exit_code == KSFT_PASS) {			\
-		snprintf(_metadata->results->reason,			\
-			 sizeof(_metadata->results->reason),		\
-			 fmt, ##__VA_ARGS__);				\
-		_metadata->exit_code = (gap) ? KSFT_XFAIL : KSFT_XPASS;	\
-	}								\
-} while (0)
-
 FIXTURE_SETUP(stress)
 {
 	char cmd[1024], members[512] = "";

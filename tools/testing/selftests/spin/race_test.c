@@ -1179,7 +1179,7 @@ static const char *const knob_paths[3] = {
 
 FIXTURE_SETUP(race)
 {
-	char cmd[1024], members[512] = "", path[PATH_MAX];
+	char members[512] = "", path[PATH_MAX];
 	int i, ret;
 
 	/* What the rig always has: anything missing is a failure. */
@@ -1190,16 +1190,11 @@ FIXTURE_SETUP(race)
 	if (!access("/sys/block/md0", F_OK))
 		run_cmd("mdadm --stop " MD " 2>/dev/null");
 	run_cmd("dmsetup remove_all --noudevsync 2>/dev/null");
-	for (i = 0; i < variant->members; i++) {
-		size_t l = strlen(members);
-
+	for (i = 0; i < variant->members; i++)
 		ASSERT_EQ(0, nvme_rig_ns(variant->nvme + i, self->ns[i],
 					 sizeof(self->ns[i])))
 			TH_LOG("rig NVMe drive %d not found",
 			       variant->nvme + i);
-		snprintf(members + l, sizeof(members) - l, " /dev/%s",
-			 self->ns[i]);
-	}
 	ASSERT_EQ(0, nvme_pci_dev(self->ns[0], self->nvme_dev,
 				  sizeof(self->nvme_dev)));
 	ASSERT_EQ(0, p2pmem_find(self->nvme_dev, true, self->provider,
@@ -1208,16 +1203,8 @@ FIXTURE_SETUP(race)
 	snprintf(self->blk, sizeof(self->blk), "%s", self->ns[0]);
 
 	if (variant->members > 1) {
-		for (i = 0; i < variant->members; i++) {
-			snprintf(cmd, sizeof(cmd),
-				 "mdadm --zero-superblock /dev/%s 2>/dev/null",
-				 self->ns[i]);
-			run_cmd(cmd);
-		}
-		snprintf(cmd, sizeof(cmd),
-			 "mdadm --create " MD " --run --quiet --force --assume-clean --level=%d --raid-devices=%d%s",
-			 variant->level, variant->members, members);
-		ASSERT_EQ(0, run_cmd(cmd))
+		ASSERT_EQ(0, md_create(MD, variant->level, variant->members,
+				       self->ns, members, sizeof(members)))
 			TH_LOG("cannot assemble md raid%d over%s",
 			       variant->level, members);
 		self->assembled = true;

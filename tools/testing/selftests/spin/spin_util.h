@@ -283,6 +283,33 @@ static inline int run_cmd(const char *cmd)
 	return WIFEXITED(ret) ? WEXITSTATUS(ret) : -1;
 }
 
+/*
+ * Create md array @md (e.g. "/dev/md0") of @level over the @n namespaces
+ * in @ns[] ("nvme0n1", ...), after wiping their old superblocks; @members
+ * gets " /dev/nvme0n1 /dev/nvme1n1" for messages.  Returns run_cmd()'s
+ * status.
+ */
+static inline int md_create(const char *md, int level, int n,
+			    char ns[][NAME_MAX + 1], char *members, size_t len)
+{
+	char cmd[1024];
+	int i;
+
+	members[0] = '\0';
+	for (i = 0; i < n; i++) {
+		size_t l = strlen(members);
+
+		snprintf(members + l, len - l, " /dev/%s", ns[i]);
+		snprintf(cmd, sizeof(cmd),
+			 "mdadm --zero-superblock /dev/%s 2>/dev/null", ns[i]);
+		run_cmd(cmd);
+	}
+	snprintf(cmd, sizeof(cmd),
+		 "mdadm --create %s --run --quiet --force --assume-clean --level=%d --raid-devices=%d%s",
+		 md, level, n, members);
+	return run_cmd(cmd);
+}
+
 /* Make a fresh @fs ("xfs" or "ext4") on /dev/@ns and mount it at @mnt. */
 static inline int mkfs_mount(const char *fs, const char *ns, const char *mnt)
 {

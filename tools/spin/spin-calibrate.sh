@@ -23,12 +23,17 @@ device memory (/sys/bus/pci/devices/<bdf>).  Measures, with fio:
     with the router off (a copy out of the page cache);
   - copy_from_mbps: plain writes from device memory into the page cache
     with the router off (a CPU read-out of device memory), into a
-    scratch file next to FILE (skipped for a block device).
+    scratch file next to FILE (skipped for a block device);
+  - ra_mbps: P-readahead's own cost, as the rate of 64 KiB sequential
+    reads of FILE's first 2 MiB into device memory that all hit the
+    P-readahead partition (the router is made to choose P-readahead for
+    the measurement; ra_hits must grow by what was read, ra_pages by
+    less than one pass).
 
 spin-fit chooses the knees of the piecewise-linear DMA model and the
 times at them by least squares; the model, fitted against measured, and
 the two copy speeds are printed, and written to
-/sys/kernel/mm/p2p_router/{p2p_cost_ns,copy_mbps,copy_from_mbps}
+/sys/kernel/mm/p2p_router/{p2p_cost_ns,copy_mbps,copy_from_mbps,ra_mbps}
 unless --dry-run is given.  Takes about 13 * secs * reps seconds plus a
 few seconds for the copies.  Defaults: --secs 2 --reps 2.
 USAGE
@@ -86,11 +91,35 @@ if [ -f "$file" ]; then
 		--direct=0 --iomem="$iomem" --size=64M --end_fsync=0)
 	rm -f "$scratch"
 fi
+
+# P-readahead: a model under which every small sequential read takes the
+# partition (a DMA costs a second, the drive's share nothing), a first
+# pass that fills the partition, then passes that only hit it.
+old_model=$(cat $R/p2p_cost_ns) old_ra=$(cat $R/ra_mbps)
+echo 1 >$R/enabled
+echo "4096:1000000000 1073741824:1000000000" >$R/p2p_cost_ns
+echo 1000000 >$R/ra_mbps
+fio_field 7 --filename="$file" --rw=read --bs=64k --direct=0 \
+	--iomem="$iomem" --size=2M --invalidate=1 >/dev/null
+hits=$(cat $R/stats/ra_hits) pages=$(cat $R/stats/ra_pages)
+ra=$(fio_field 7 --filename="$file" --rw=read --bs=64k --direct=0 \
+	--iomem="$iomem" --size=2M --invalidate=0 --loops=64)
+hits=$(($(cat $R/stats/ra_hits) - hits))
+pages=$(($(cat $R/stats/ra_pages) - pages))
+echo "$old_model" >$R/p2p_cost_ns
+echo "$old_ra" >$R/ra_mbps
 echo "$was" >$R/enabled
+# 64 passes over 512 pages, all from the partition: a pass that read
+# from the drive would measure the drive.
+[ "$hits" -ge $((64 * 512)) ] && [ "$pages" -lt 512 ] || {
+	echo "spin-calibrate: P-readahead not measured ($hits pages hit, $pages read)" >&2
+	ra=
+}
 
 model=$(spin-fit <"$samples" | tee "$samples.fit" | head -n 1)
 [ -n "$model" ] || { echo "spin-calibrate: no fit" >&2; exit 1; }
 copy=$(awk -v k="$copy" 'BEGIN { printf "%.0f", k * 1024 / 1e6 }')
+[ -n "$ra" ] && ra=$(awk -v k="$ra" 'BEGIN { printf "%.0f", k * 1024 / 1e6 }')
 [ -n "$copy_from" ] &&
 	copy_from=$(awk -v k="$copy_from" 'BEGIN { printf "%.0f", k * 1024 / 1e6 }')
 
@@ -99,12 +128,14 @@ tail -n +2 "$samples.fit"
 echo "p2p_cost_ns: $model"
 echo "copy_mbps: $copy"
 [ -n "$copy_from" ] && echo "copy_from_mbps: $copy_from"
+[ -n "$ra" ] && echo "ra_mbps: $ra"
 rm -f "$samples" "$samples.fit"
 
 [ $dry = 1 ] && exit 0
 echo "$model" >$R/p2p_cost_ns &&
 	{ [ "$copy" -gt 0 ] && echo "$copy" >$R/copy_mbps; } &&
 	{ [ -z "$copy_from" ] || [ "$copy_from" -le 0 ] ||
-	  echo "$copy_from" >$R/copy_from_mbps; } ||
+	  echo "$copy_from" >$R/copy_from_mbps; } &&
+	{ [ -z "$ra" ] || [ "$ra" -le 0 ] || echo "$ra" >$R/ra_mbps; } ||
 	{ echo "spin-calibrate: could not write the model" >&2; exit 1; }
 echo "# spin-calibrate: written to $R"

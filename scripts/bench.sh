@@ -7,30 +7,40 @@ set -euo pipefail
 
 usage() {
 	cat <<USAGE
-Usage: $0 [--help] [--throttle BYTES_PER_SEC] [--no-base]
+Usage: $0 [--help] [--throttle BYTES_PER_SEC] [--fast BYTES_PER_SEC]
+          [--reps N] [--no-base]
 
-Boots the rig three times in bench mode:
-  1. plain, spin_bench=spin (tools/spin/bench-spin.sh): spin-calibrate
-     fits the router's cost model to the rig, then every sweep;
-  2. the same with every drive's reads throttled to BYTES_PER_SEC
-     (default 200000000), a real drive's ratio of drive to CPU-copy
-     speed;
-  3. the unpatched kernel (build/obj-base, scripts/kernel-base.sh),
-     spin_bench=regress (tools/spin/bench-regress.sh), the regression
-     rows' baseline; --no-base skips it.
-Then scripts/bench-report.sh makes the tables and the plots.
+Boots the rig four times in bench mode, with spin_bench=spin
+(tools/spin/bench-spin.sh) in the first three; each calibrates the
+router's cost model in its own boot (spin-calibrate), then runs the
+sweeps, every point --reps times (default 3):
+  1. throttled: every drive's reads limited to BYTES_PER_SEC (default
+     200000000), a drive slower than the guest's CPU copy, as a real
+     SSD is against a real CPU; every sweep;
+  2. fast: the drives limited to --fast (default 1000000000), about
+     twice the guest's copy speed; every sweep;
+  3. plain: no limit (QEMU's DMA is 4-8x the guest's copy); the
+     residency sweep and the regression rows (bench-regress, router on
+     and off);
+  4. the unpatched kernel (build/obj-base, scripts/kernel-base.sh),
+     spin_bench=regress, the regression rows' baseline; --no-base
+     skips it.
+scripts/bench-median.sh reduces each run's CSV to medians with their
+spread, and scripts/bench-report.sh makes the tables and the plots.
 
-Writes build/bench/spin-plain.csv, spin-throttled.csv,
-regress-base.csv, the calibrations (calib-*.txt) and the consoles
-(console-*.log).  About 20 minutes on 2 cores.  Not part of the tests:
-the numbers depend on the host.
+Writes build/bench/spin-RIG-runs.csv (every run), spin-RIG.csv (the
+medians), regress-base.csv, the calibrations (calib-RIG.txt) and the
+consoles (console-RIG.log).  About 45 minutes on 2 cores.  Not part of
+the tests: the numbers depend on the host.
 USAGE
 }
-throttle=200000000 base=1
+throttle=200000000 fast=1000000000 reps=3 base=1
 while [ $# -gt 0 ]; do
 	case "$1" in
 	-h|--help) usage; exit 0 ;;
 	--throttle) throttle=$2; shift ;;
+	--fast) fast=$2; shift ;;
+	--reps) reps=$2; shift ;;
 	--no-base) base=0 ;;
 	*) usage >&2; exit 2 ;;
 	esac
@@ -48,15 +58,19 @@ boot() {	# name, then rig.sh arguments
 	tr -d '\r' <"$top/build/run/bench/console.log" >"$out/console-$name.log"
 }
 
-for kind in plain throttled; do
-	args=(--append spin_bench=spin)
-	[ $kind = throttled ] && args+=(--throttle "$throttle")
+for kind in throttled fast plain; do
+	case $kind in
+	throttled) args=(--throttle "$throttle" --append "spin_bench=spin spin_reps=$reps") ;;
+	fast) args=(--throttle "$fast" --append "spin_bench=spin spin_reps=$reps") ;;
+	plain) args=(--append "spin_bench=spin spin_reps=$reps spin_pause=0 spin_sweep=residency spin_regress=1") ;;
+	esac
 	boot $kind "${args[@]}"
 	sed -n '/^# bench-spin: begin/,/^# bench-spin: end/p' "$out/console-$kind.log" |
-		grep -v '^#' >"$out/spin-$kind.csv"
+		grep -v '^#' >"$out/spin-$kind-runs.csv"
 	sed -n 's/^# calib //p' "$out/console-$kind.log" >"$out/calib-$kind.txt"
-	[ "$(wc -l <"$out/spin-$kind.csv")" -gt 100 ] ||
+	grep -q '^# bench-spin: end' "$out/console-$kind.log" ||
 		{ echo "bench: the $kind run did not finish (console-$kind.log)" >&2; exit 1; }
+	"$top/scripts/bench-median.sh" "$out/spin-$kind-runs.csv" >"$out/spin-$kind.csv"
 done
 
 if [ $base = 1 ]; then
@@ -65,5 +79,5 @@ if [ $base = 1 ]; then
 	grep '^regress,' "$out/console-base.log" >"$out/regress-base.csv" ||
 		{ echo "bench: the unpatched run gave no rows (console-base.log)" >&2; exit 1; }
 fi
-echo "throttled = each drive's reads limited to $throttle bytes/s"
+echo "throttled = each drive's reads limited to $throttle bytes/s, fast = $fast"
 "$top/scripts/bench-report.sh"

@@ -10,10 +10,11 @@
 #
 # In DIR (default: a new XFS on the first rig drive, mounted on
 # /mnt/regress) a 128 MiB file is read into RAM with fio (buffered,
-# psync, --iomem=malloc) three ways:
+# psync, --iomem=malloc) four ways:
 #   seq1m_warm   1 MiB sequential, file cached, 4 passes
 #   rand4k_warm  4 KiB random over the cached file, 3 seconds
 #   seq1m_cold   1 MiB sequential, cache dropped first
+#   rand4k_cold  4 KiB random, cache dropped first, 3 seconds
 # Five rounds; on a kernel with the router, each round runs the router
 # on, then off.  Prints "regress,<test>,<kernel>,<round>,MB/s" lines,
 # <kernel> being spin_on, spin_off or base.
@@ -53,6 +54,8 @@ for round in 1 2 3 4 5; do
 			--bs=4k --invalidate=0 --runtime=3 --time_based)"
 		echo "regress,seq1m_cold,$k,$round,$(fio_bw --rw=read --bs=1M \
 			--invalidate=1)"
+		echo "regress,rand4k_cold,$k,$round,$(fio_bw --rw=randread \
+			--bs=4k --invalidate=1 --runtime=3 --time_based)"
 	done
 done
 [ -w $R/enabled ] && echo 1 >$R/enabled

@@ -6,41 +6,51 @@
 # boot of the rig.
 #
 # Modes (gdsio's transfer types in brackets):
-#   p2p        fio, O_DIRECT into device memory (GPUD)
+#   p2p        fio, O_DIRECT into device memory, queue depth 1 (GPUD)
+#   p2p_qd8    the same with io_uring at queue depth 8: the best a user
+#              of O_DIRECT could do
 #   bounce     spin-bounce: buffered pread into RAM, memcpy into device
 #              memory (CPU_GPU)
 #   pagecache  fio, buffered pread into device memory, router off
 #   spin       fio, buffered pread into device memory, router on
 #   spin_default  spin with the router's default (uncalibrated) model
 #
-# Every point starts from an exact page-cache residency set by
+# Every run starts from an exact page-cache residency set by
 # spin-cache (contiguous: the first r% of the file; scattered: r% of
-# its 64 KiB pieces at random), then a one-second pause so that a
-# throttled drive's burst allowance is full before every run alike.
+# its 64 KiB pieces at random), then, on a throttled rig, a one-second
+# pause so that the drive's burst allowance is full before every run
+# alike.  Every point is run spin_reps times (default 3), all its modes
+# once per round, so that the modes of one round are side by side.
 #
 # First spin-calibrate fits the router's model to this rig and drive.
 # Then the sweeps, on a 128 MiB file on XFS (first rig drive):
-#   residency  0-100% in steps of 10, contiguous and scattered,
-#              1 MiB sequential reads, one job
+#   residency  1 MiB sequential reads, one job: contiguous 0, 50, 80
+#              and 100%, scattered 10, 30, 40, 50, 60, 70 and 90%
 #   size       4 KiB to 8 MiB, sequential, at 0% and 50% scattered
 #              (32 MiB per run below 256 KiB)
-#   random     64 KiB and 1 MiB random reads, 0% and 50% scattered
-#   jobs       4 jobs, 1 MiB sequential, 0% and 50% scattered
+#   random     1 MiB random reads, 50% scattered
+#   jobs       4 jobs, 1 MiB sequential, 50% scattered
 #   app        SPIN's scenario: a log writer appends to four files
 #              while a scanner reads them into device memory; the
 #              last quarter of each file was just written (hot)
 #   regress    ordinary buffered reads into RAM, router on and off
-#              (bench-regress)
+#              (bench-regress), with spin_regress=1 only
 # and the router's and P-readahead's counters for each spin run.
+# spin_sweep=residency runs the residency sweep only.
 #
-# Prints CSV (sweep,pattern,residency,bs,rw,jobs,mode,MB/s,extra)
-# between "# bench-spin: begin" and "# bench-spin: end"; lines starting
-# "# calib" carry the calibration.
+# Prints CSV (sweep,pattern,residency,bs,rw,jobs,mode,MB/s,extra), one
+# line per run, between "# bench-spin: begin" and "# bench-spin: end";
+# extra holds rep=<round>.  Lines starting "# calib" carry the
+# calibration.  scripts/bench-median.sh reduces the runs to medians.
 set -u
+REPS=${spin_reps:-3}
+PAUSE=${spin_pause:-1}
+SWEEP=${spin_sweep:-all}
 R=/sys/kernel/mm/p2p_router
 SIZE=$((128 * 1024 * 1024))
 DEFAULT_MODEL="4096:80000 131072:120000 1048576:380000"
 DEFAULT_COPY=4000
+DEFAULT_RA=200
 
 provider=
 for d in /sys/bus/pci/devices/*; do
@@ -60,12 +70,15 @@ sync
 
 counter() { cat "$R/stats/$1"; }
 
-# fio_bw FILE RW BS DIRECT IOMEM BYTES JOBS -> MB/s, page cache untouched
+# fio_bw FILE RW BS DIRECT IOMEM BYTES JOBS [fio args] -> MB/s, page
+# cache untouched
 fio_bw() {
-	fio --name=b --filename="$1" --rw="$2" --bs="$3" --direct="$4" \
-		--ioengine=psync --iomem="$5" --size=$(($6 / $7)) \
-		--numjobs="$7" --offset_increment=$(($6 / $7)) \
-		--group_reporting --invalidate=0 --minimal 2>/dev/null |
+	f=$1 rw=$2 bs=$3 direct=$4 iomem=$5 bytes=$6 jobs=$7
+	shift 7
+	fio --name=b --filename="$f" --rw="$rw" --bs="$bs" --direct="$direct" \
+		--ioengine=psync --iomem="$iomem" --size=$((bytes / jobs)) \
+		--numjobs="$jobs" --offset_increment=$((bytes / jobs)) \
+		--group_reporting --invalidate=0 --minimal "$@" 2>/dev/null |
 		awk -F';' '{ printf "%.0f\n", $7 * 1024 / 1e6 }'
 }
 
@@ -78,13 +91,18 @@ point() {
 		[ "${bs%k}" -lt 256 ] && bytes=$((32 * 1024 * 1024))
 	bsb=$(echo "$bs" | sed 's/k$/*1024/; s/M$/*1048576/')
 	bsb=$((bsb))
-	for mode in "$@"; do
+	modes=$*
+	for rep in $(seq "$REPS"); do
+	for mode in $modes; do
 		got=$(spin-cache $F "$res" "$pat" | cut -d' ' -f1)
-		sleep 1
-		extra="resident=$got"
+		[ "$PAUSE" = 1 ] && sleep 1
+		extra="rep=$rep resident=$got"
 		case $mode in
 		p2p)
 			bw=$(fio_bw $F "$rw" "$bs" 1 "$p2pmem" $bytes "$jobs") ;;
+		p2p_qd8)
+			bw=$(fio_bw $F "$rw" "$bs" 1 "$p2pmem" $bytes "$jobs" \
+				--ioengine=io_uring --iodepth=8) ;;
 		bounce)
 			r=
 			[ "$rw" = randread ] && r=-r
@@ -102,40 +120,50 @@ point() {
 		esac
 		echo "$sweep,$pat,$res,$bs,$rw,$jobs,$mode,$bw,$extra"
 	done
+	done
 }
 
 echo "# bench-spin: begin"
 spin-calibrate $F "$provider" | sed 's/^/# calib /'
-cal_model=$(cat $R/p2p_cost_ns) cal_copy=$(cat $R/copy_mbps)
+cal_model=$(cat $R/p2p_cost_ns) cal_copy=$(cat $R/copy_mbps) cal_ra=$(cat $R/ra_mbps)
 echo "sweep,pattern,residency,bs,rw,jobs,mode,MB/s,extra"
 
-for pat in contig scatter; do
-	for res in 0 10 20 30 40 50 60 70 80 90 100; do
-		point residency $pat $res 1M read 1 p2p bounce pagecache spin
-	done
+ALL="p2p p2p_qd8 bounce pagecache spin"
+for res in 0 50 80 100; do
+	point residency contig $res 1M read 1 $ALL
+done
+for res in 10 30 40 50 60 70 90; do
+	point residency scatter $res 1M read 1 $ALL
 done
 echo "$DEFAULT_MODEL" >$R/p2p_cost_ns
 echo $DEFAULT_COPY >$R/copy_mbps
-for res in 0 10 20 30 40 50 60 70 80 90 100; do
+echo $DEFAULT_RA >$R/ra_mbps
+for res in 10 50 90; do
 	point residency scatter $res 1M read 1 spin_default
 done
 echo "$cal_model" >$R/p2p_cost_ns
 echo "$cal_copy" >$R/copy_mbps
+echo "$cal_ra" >$R/ra_mbps
+if [ "$SWEEP" = residency ]; then
+	[ "${spin_regress:-0}" = 1 ] && bench-regress /mnt/data | grep '^regress,'
+	echo "# bench-spin: end"
+	exit 0
+fi
 
-for res in 0 50; do
-	for bs in 4k 16k 64k 256k 1M 4M 8M; do
-		point size scatter $res $bs read 1 p2p bounce pagecache spin
-	done
-	for bs in 64k 1M; do
-		point random scatter $res $bs randread 1 p2p bounce pagecache spin
-	done
-	point jobs scatter $res 1M read 4 p2p bounce pagecache spin
+for bs in 4k 16k 64k 256k 1M 8M; do
+	point size scatter 0 $bs read 1 $ALL
 done
+for bs in 16k 1M 8M; do
+	point size scatter 50 $bs read 1 $ALL
+done
+point random scatter 50 1M randread 1 $ALL
+point jobs scatter 50 1M read 4 $ALL
 
 # SPIN's scenario: four logs, the last quarter of each just appended
 # and still cached, scanned into device memory while a writer keeps
 # appending to a fifth.
 dd if=/dev/urandom of=/tmp/chunk bs=1M count=8 2>/dev/null
+for rep in $(seq "$REPS"); do
 for mode in p2p bounce pagecache spin; do
 	rm -f /mnt/data/log*
 	for i in 0 1 2 3; do
@@ -164,9 +192,10 @@ for mode in p2p bounce pagecache spin; do
 	esac
 	kill $writer
 	wait $writer 2>/dev/null
-	echo "app,log,25,1M,read,1,$mode,$bw,writer_MiB=$(($(wc -c </mnt/data/log4) >> 20))"
+	echo "app,log,25,1M,read,1,$mode,$bw,rep=$rep writer_MiB=$(($(wc -c </mnt/data/log4) >> 20))"
 	rm -f /mnt/data/log4
 done
+done
 
-bench-regress /mnt/data | grep '^regress,'
+[ "${spin_regress:-0}" = 1 ] && bench-regress /mnt/data | grep '^regress,'
 echo "# bench-spin: end"

@@ -19,9 +19,9 @@ sweeps, every point --reps times (default 3):
      SSD is against a real CPU; every sweep;
   2. fast: the drives limited to --fast (default 1000000000), about
      twice the guest's copy speed; every sweep;
-  3. plain: no limit (QEMU's DMA is 4-8x the guest's copy); the
-     residency sweep and the regression rows (bench-regress, router on
-     and off);
+  3. plain: no limit (QEMU's DMA is 4-8x the guest's copy); six
+     points of the residency sweep and the regression rows
+     (bench-regress, router on and off);
   4. the unpatched kernel (build/obj-base, scripts/kernel-base.sh),
      spin_bench=regress, the regression rows' baseline; --no-base
      skips it.
@@ -62,7 +62,7 @@ for kind in throttled fast plain; do
 	case $kind in
 	throttled) args=(--throttle "$throttle" --append "spin_bench=spin spin_reps=$reps") ;;
 	fast) args=(--throttle "$fast" --append "spin_bench=spin spin_reps=$reps") ;;
-	plain) args=(--append "spin_bench=spin spin_reps=$reps spin_pause=0 spin_sweep=residency spin_regress=1") ;;
+	plain) args=(--append "spin_bench=spin spin_reps=$reps spin_pause=0 spin_sweep=short spin_regress=1") ;;
 	esac
 	boot $kind "${args[@]}"
 	sed -n '/^# bench-spin: begin/,/^# bench-spin: end/p' "$out/console-$kind.log" |

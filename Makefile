@@ -22,8 +22,9 @@ help:
 	@echo
 	@echo '  make test-debug  the suite on the debug kernel (configs/debug.config:'
 	@echo '                   KASAN, lockdep, DEBUG_VM, KFENCE, atomic-sleep checks)'
-	@echo '  make bench       SPIN against every baseline, plain and throttled rig,'
-	@echo '                   calibrated, with the unpatched kernel; tables and plots'
+	@echo '  make bench       SPIN against every baseline: throttled, fast and plain'
+	@echo '                   rig, each calibrated, medians of 3 runs with their'
+	@echo '                   spread, with the unpatched kernel; tables and plots'
 	@echo '  make calibrate   fit the router'"'"'s cost model in the rig and print it'
 	@echo '  make bench-stack P2P through md raid0 (1-3 drives), plain and throttled'
 	@echo '  make bench-readahead  P-readahead and page-cache pollution, plain and throttled'

@@ -85,7 +85,7 @@ residency_dat() {	# csv pattern -> res, med min max per mode, bound
 				split(pts[i], f, ",")
 				if (f[1] == "residency" && f[3] == r && (f[2] == pat || r == 0 || r == 100)) p = pts[i]
 			}
-			if (p == "") continue
+			if (p == "" || !has(p, "spin")) continue
 			line = r
 			for (j = 1; j <= nm; j++)
 				line = line (has(p, m[j]) ? sprintf(" %d %d %d", med[p, m[j]], lo[p, m[j]], hi[p, m[j]]) : " NaN NaN NaN")

@@ -8,7 +8,7 @@ set -euo pipefail
 usage() {
 	cat <<USAGE
 Usage: $0 [--help] [--throttle BYTES_PER_SEC] [--fast BYTES_PER_SEC]
-          [--reps N] [--no-base]
+          [--reps N] [--no-base | --base-only]
 
 Boots the rig four times in bench mode, with spin_bench=spin
 (tools/spin/bench-spin.sh) in the first three; each calibrates the
@@ -24,7 +24,8 @@ sweeps, every point --reps times (default 3):
      (bench-regress, router on and off);
   4. the unpatched kernel (build/obj-base, scripts/kernel-base.sh),
      spin_bench=regress, the regression rows' baseline; --no-base
-     skips it.
+     skips it, --base-only runs only it (and the report, from what an
+     earlier run left in build/bench).
 scripts/bench-median.sh reduces each run's CSV to medians with their
 spread, and scripts/bench-report.sh makes the tables and the plots.
 
@@ -34,7 +35,7 @@ consoles (console-RIG.log).  About 45 minutes on 2 cores.  Not part of
 the tests: the numbers depend on the host.
 USAGE
 }
-throttle=200000000 fast=1000000000 reps=3 base=1
+throttle=200000000 fast=1000000000 reps=3 base=1 rigs="throttled fast plain"
 while [ $# -gt 0 ]; do
 	case "$1" in
 	-h|--help) usage; exit 0 ;;
@@ -42,6 +43,7 @@ while [ $# -gt 0 ]; do
 	--fast) fast=$2; shift ;;
 	--reps) reps=$2; shift ;;
 	--no-base) base=0 ;;
+	--base-only) rigs= ;;
 	*) usage >&2; exit 2 ;;
 	esac
 	shift
@@ -58,7 +60,7 @@ boot() {	# name, then rig.sh arguments
 	tr -d '\r' <"$top/build/run/bench/console.log" >"$out/console-$name.log"
 }
 
-for kind in throttled fast plain; do
+for kind in $rigs; do
 	case $kind in
 	throttled) args=(--throttle "$throttle" --append "spin_bench=spin spin_reps=$reps") ;;
 	fast) args=(--throttle "$fast" --append "spin_bench=spin spin_reps=$reps") ;;

@@ -75,7 +75,7 @@ residency_dat() {	# csv pattern -> res, med min max per mode, bound
 			split(pts[i], f, ",")
 			if (f[1] != "residency") continue
 			if (has(pts[i], "p2p")) { bp += med[pts[i], "p2p"]; nb++ }
-			if (f[2] == "contig" && f[3] == 100) bc = med[pts[i], "pagecache"]
+			if (f[2] == "contig" && f[3] == 100 && has(pts[i], "pagecache")) bc = med[pts[i], "pagecache"]
 		}
 		bp /= nb
 		nm = split(modes, m, " ")

@@ -145,7 +145,9 @@ done
 echo "$DEFAULT_MODEL" >$R/p2p_cost_ns
 echo $DEFAULT_COPY >$R/copy_mbps
 echo $DEFAULT_RA >$R/ra_mbps
-for res in 10 50 90; do
+dres="10 50 90"
+[ "$SWEEP" = short ] && dres=50
+for res in $dres; do
 	point residency scatter $res 1M read 1 spin_default
 done
 echo "$cal_model" >$R/p2p_cost_ns

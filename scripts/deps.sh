@@ -29,6 +29,9 @@ PKGS=(
 	qemu-system-x86
 	# guest user space: busybox plus the real tools the tests drive
 	busybox-static mdadm dmsetup xfsprogs e2fsprogs dosfstools fio
+	# router_test's and race_test's io_uring cases (liburing.so.2 goes
+	# into the initramfs with the test programs)
+	liburing-dev
 )
 
 check=0

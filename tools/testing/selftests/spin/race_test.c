@@ -44,14 +44,17 @@
  *  - a routed writer: pwrite() from device memory, mostly 64 KiB to
  *    1 MiB at 8-byte-aligned offsets (the router DMAs the aligned middle
  *    and copies head and tail), some large page-aligned writes, a few
- *    small ones;
+ *    small ones; half of them through io_uring;
  *  - a buffered writer: pwrite() from RAM, 8 bytes to 1 MiB;
  *  - an O_DIRECT writer: 4 KiB-aligned pwrite()s of 4 KiB to 256 KiB;
  *  - an mmap writer: plain 8-byte stores through a MAP_SHARED mapping,
  *    one version per range; the op ends after its last store;
- *  - two readers into device memory (large aligned reads that DMA,
- *    unaligned ones, runs of small sequential reads for P-readahead)
- *    and one into RAM, each read checked as above;
+ *  - a reader into device memory (large aligned reads that DMA,
+ *    unaligned ones, runs of small sequential reads for P-readahead),
+ *    one that issues the same kinds of reads through io_uring, one to
+ *    four at a time (the router serves them asynchronously: the DMA is
+ *    still in flight after the caller's lock is dropped), and one into
+ *    RAM, each read checked as above;
  *  - a chaos thread: truncation down into the top quarter and back up,
  *    PUNCH_HOLE|KEEP_SIZE, fdatasync(), POSIX_FADV_DONTNEED, writes of 1
  *    to drop_caches, and switches of the router's cost model between the
@@ -75,7 +78,7 @@
  * Readers and the chaos thread's other operations cover the whole file.
  *
  * The race must be proven: the router's counters must show routed reads
- * that DMAed and (except on md raid1, which refuses writes from P2PDMA
+ * that DMAed, asynchronous ones among them, and (except on md raid1, which refuses writes from P2PDMA
  * memory and has them copied) routed writes that DMAed; and the log must
  * show reads that overlapped writes of the same words in time, and
  * routed writes that overlapped other writes of the same words.  A
@@ -89,6 +92,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE	/* O_DIRECT, fallocate(); lib.mk passes it too */
 #endif
+#include <liburing.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <time.h>
@@ -130,6 +134,7 @@ enum role {
 	DIRECT_WRITER,
 	MMAP_WRITER,
 	DEV_READER,
+	URING_READER,
 	RAM_READER,
 	CHAOS,
 };
@@ -139,7 +144,7 @@ enum role {
 
 static const enum role roles[NTHREADS] = {
 	ROUTED_WRITER, BUFFERED_WRITER, DIRECT_WRITER, MMAP_WRITER,
-	DEV_READER, DEV_READER, RAM_READER, CHAOS,
+	DEV_READER, URING_READER, RAM_READER, CHAOS,
 };
 
 static const char *const role_name[] = {
@@ -148,13 +153,15 @@ static const char *const role_name[] = {
 	[DIRECT_WRITER] = "O_DIRECT writer",
 	[MMAP_WRITER] = "mmap writer",
 	[DEV_READER] = "reader into device memory",
+	[URING_READER] = "io_uring reader into device memory",
 	[RAM_READER] = "reader into RAM",
 	[CHAOS] = "chaos",
 };
 
 static bool is_reader(enum role role)
 {
-	return role == DEV_READER || role == RAM_READER;
+	return role == DEV_READER || role == URING_READER ||
+	       role == RAM_READER;
 }
 
 /* What a logged operation did. */
@@ -167,6 +174,7 @@ enum op_how {
 	PUNCH,
 	TRUNCATE,
 	READ_DEV,
+	READ_URING,
 	READ_RAM,
 	NR_HOW
 };
@@ -180,12 +188,13 @@ static const char *const how_name[NR_HOW] = {
 	[PUNCH] = "hole punch",
 	[TRUNCATE] = "truncation",
 	[READ_DEV] = "pread into device memory",
+	[READ_URING] = "io_uring read into device memory",
 	[READ_RAM] = "pread into RAM",
 };
 
 static bool how_reads(enum op_how how)
 {
-	return how == READ_DEV || how == READ_RAM;
+	return how == READ_DEV || how == READ_URING || how == READ_RAM;
 }
 
 static bool how_zeroes(enum op_how how)
@@ -221,6 +230,8 @@ struct worker {
 	uint64_t *ram;		/* SLICE of RAM, page aligned */
 	uint32_t *snap;		/* readers: maxbegin[] before the read */
 	uint64_t *map;		/* mmap writer: [0, MMAP_END) */
+	struct io_uring ring;	/* io_uring reader, routed writer */
+	bool has_ring;
 	bool flipped;		/* chaos: the DMA-favouring model is set */
 	long ops;
 	long long words;	/* read and judged */
@@ -665,28 +676,39 @@ static size_t rnd_off(struct worker *w, size_t lo, size_t hi, size_t len,
  * Read [@off, @off + @len) into @buf and judge every word returned.  The
  * snapshot of maxbegin[] is taken before the begin stamp.
  */
-static void op_read(struct worker *w, unsigned char *buf, size_t off,
-		    size_t len)
+/*
+ * Poison @buf, snapshot maxbegin[] over [@off, @off + @len) into @snap and
+ * take the read's begin stamp: everything before the read is issued.
+ */
+static uint32_t read_begin(struct worker *w, enum op_how how,
+			   unsigned char *buf, size_t off, size_t len,
+			   uint32_t *snap)
 {
-	struct race *r = w->r;
-	enum op_how how = w->role == DEV_READER ? READ_DEV : READ_RAM;
-	const struct op *hint = NULL;
-	const uint64_t *got = (const uint64_t *)buf;
-	long long bad = w->bad[0] + w->bad[1] + w->bad[2];
-	uint32_t lo = off / 8, slot, b, e, k;
-	char why[768];
-	ssize_t n;
-	int err;
+	uint32_t lo = off / 8, k;
 
 	memset(buf, POISON, len);
 	for (k = 0; k < len / 8; k++)
-		w->snap[k] = __atomic_load_n(&r->maxbegin[lo + k],
-					     __ATOMIC_RELAXED);
-	slot = op_begin(w, how, off, len);
-	if (slot == NO_OP)
-		return;
-	n = pread(w->fd, buf, len, off);
-	err = errno;
+		snap[k] = __atomic_load_n(&w->r->maxbegin[lo + k],
+					  __ATOMIC_RELAXED);
+	return op_begin(w, how, off, len);
+}
+
+/*
+ * Judge the @n bytes (or the error @err) that the read in @slot returned
+ * into @buf, taking its end stamp first.
+ */
+static void read_judge(struct worker *w, unsigned char *buf, size_t off,
+		       size_t len, const uint32_t *snap, uint32_t slot,
+		       ssize_t n, int err)
+{
+	struct race *r = w->r;
+	enum op_how how = r->ops[slot].how;
+	const struct op *hint = NULL;
+	const uint64_t *got = (const uint64_t *)buf;
+	long long bad = w->bad[0] + w->bad[1] + w->bad[2];
+	uint32_t lo = off / 8, b, e, k;
+	char why[768];
+
 	e = op_end(r, slot);
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	b = r->ops[slot].begin;
@@ -702,7 +724,7 @@ static void op_read(struct worker *w, unsigned char *buf, size_t off,
 		w->bad[UNKNOWN - STALE]++;
 	}
 	for (k = 0; k < (size_t)n / 8; k++) {
-		enum verdict v = judge(r, lo + k, got[k], b, e, w->snap[k],
+		enum verdict v = judge(r, lo + k, got[k], b, e, snap[k],
 				       &hint, bad >= BAD_QUICK);
 
 		if (v == FRESH)
@@ -712,7 +734,7 @@ static void op_read(struct worker *w, unsigned char *buf, size_t off,
 		if (v < STALE)
 			continue;
 		if (!w->err[0]) {
-			explain(r, lo + k, got[k], b, e, w->snap[k], why,
+			explain(r, lo + k, got[k], b, e, snap[k], why,
 				sizeof(why));
 			note(w, false, "%s of [%zu, +%zu) (clock %u-%u): %s",
 			     how_name[how], off, len, b, e, why);
@@ -723,9 +745,111 @@ static void op_read(struct worker *w, unsigned char *buf, size_t off,
 	w->words += n / 8;
 }
 
+static void op_read(struct worker *w, unsigned char *buf, size_t off,
+		    size_t len)
+{
+	enum op_how how = w->role == RAM_READER ? READ_RAM : READ_DEV;
+	uint32_t slot = read_begin(w, how, buf, off, len, w->snap);
+	ssize_t n;
+
+	if (slot == NO_OP)
+		return;
+	n = pread(w->fd, buf, len, off);
+	read_judge(w, buf, off, len, w->snap, slot, n, errno);
+}
+
+/*
+ * One to four reads into device memory through io_uring, submitted at
+ * once, each into its own part of the thread's slice: large aligned ones
+ * that DMA, and any words into any buffer offset.  Each read's end stamp
+ * is taken when its completion is reaped, which is after it ended.
+ */
+#define URING_QD	4
+
+static void uring_reads(struct worker *w)
+{
+	struct {
+		size_t off, len;
+		unsigned char *buf;
+		uint32_t slot;
+	} io[URING_QD];
+	unsigned int n = 1 + rnd(w, URING_QD), i, got = 0;
+	size_t part = SLICE / n / PAGE * PAGE;
+	struct io_uring_sqe *sqe;
+	struct io_uring_cqe *cqe;
+
+	for (i = 0; i < n; i++) {
+		size_t boff = 0, len, off;
+
+		if (rnd(w, 3)) {
+			len = rnd_len(w, 64 * KiB,
+				      part < MAX_IO ? part : MAX_IO, PAGE);
+			off = rnd_off(w, 0, FILE_SIZE, len, PAGE);
+		} else {
+			len = rnd_len(w, 8, part - PAGE, 8);
+			off = rnd_off(w, 0, FILE_SIZE, len, 8);
+			boff = rnd(w, 2) ? off % PAGE : rnd(w, PAGE / 8) * 8;
+		}
+		io[i].off = off;
+		io[i].len = len;
+		io[i].buf = w->dev + i * part + boff;
+		io[i].slot = read_begin(w, READ_URING, io[i].buf, off, len,
+					w->snap + i * (part / 8));
+		if (io[i].slot == NO_OP)
+			break;
+		sqe = io_uring_get_sqe(&w->ring);
+		io_uring_prep_read(sqe, w->fd, io[i].buf, len, off);
+		io_uring_sqe_set_data64(sqe, i);
+	}
+	n = i;
+	if (n && io_uring_submit(&w->ring) != (int)n) {
+		note(w, true, "io_uring_submit of %u reads failed", n);
+		return;
+	}
+	for (; got < n; got++) {
+		int ret = io_uring_wait_cqe(&w->ring, &cqe);
+
+		if (ret) {
+			note(w, true, "io_uring_wait_cqe: %s", strerror(-ret));
+			return;
+		}
+		i = io_uring_cqe_get_data64(cqe);
+		ret = cqe->res;
+		io_uring_cqe_seen(&w->ring, cqe);
+		read_judge(w, io[i].buf, io[i].off, io[i].len,
+			   w->snap + i * (part / 8), io[i].slot,
+			   ret < 0 ? -1 : ret, ret < 0 ? -ret : 0);
+	}
+}
+
 /* pwrite() one version over [@off, @off + @len) from @buf. */
+/* pwrite(), but through io_uring: one write, waited for. */
+static ssize_t uring_pwrite(struct worker *w, const void *buf, size_t len,
+			    size_t off)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&w->ring);
+	struct io_uring_cqe *cqe;
+	int ret;
+
+	io_uring_prep_write(sqe, w->fd, buf, len, off);
+	ret = io_uring_submit_and_wait(&w->ring, 1);
+	if (ret >= 0)
+		ret = io_uring_wait_cqe(&w->ring, &cqe);
+	if (ret < 0) {
+		errno = -ret;
+		return -1;
+	}
+	ret = cqe->res;
+	io_uring_cqe_seen(&w->ring, cqe);
+	if (ret < 0) {
+		errno = -ret;
+		return -1;
+	}
+	return ret;
+}
+
 static void op_pwrite(struct worker *w, enum op_how how, uint64_t *buf,
-		      size_t off, size_t len)
+		      size_t off, size_t len, bool uring)
 {
 	uint32_t slot = op_begin(w, how, off, len);
 	ssize_t n;
@@ -734,7 +858,10 @@ static void op_pwrite(struct worker *w, enum op_how how, uint64_t *buf,
 	if (slot == NO_OP)
 		return;
 	fill(buf, off / 8, len / 8, w->r->ops[slot].version);
-	n = pwrite(w->fd, buf, len, off);
+	if (uring)
+		n = uring_pwrite(w, buf, len, off);
+	else
+		n = pwrite(w->fd, buf, len, off);
 	err = errno;
 	op_end(w->r, slot);
 	if (n != (ssize_t)len)
@@ -768,7 +895,8 @@ static void routed_write(struct worker *w)
 		off = rnd_off(w, 0, w->r->rw_hi, len, 8);
 	}
 	boff = rnd(w, 4) ? off % PAGE : rnd(w, PAGE / 8) * 8;
-	op_pwrite(w, ROUTED, (uint64_t *)(w->dev + boff), off, len);
+	op_pwrite(w, ROUTED, (uint64_t *)(w->dev + boff), off, len,
+		  rnd(w, 2));
 }
 
 static void buffered_write(struct worker *w)
@@ -785,7 +913,7 @@ static void buffered_write(struct worker *w)
 	if (align == PAGE)
 		len = (len + PAGE - 1) / PAGE * PAGE;
 	off = rnd_off(w, 0, w->r->rw_hi, len, align);
-	op_pwrite(w, BUFFERED, w->ram + rnd(w, PAGE / 8), off, len);
+	op_pwrite(w, BUFFERED, w->ram + rnd(w, PAGE / 8), off, len, false);
 }
 
 static void direct_write(struct worker *w)
@@ -793,7 +921,7 @@ static void direct_write(struct worker *w)
 	size_t len = rnd_len(w, PAGE, 256 * KiB, PAGE);
 	size_t off = rnd_off(w, w->r->dio_lo, FILE_SIZE, len, PAGE);
 
-	op_pwrite(w, DIRECT, w->ram, off, len);
+	op_pwrite(w, DIRECT, w->ram, off, len, false);
 }
 
 /* One version over a range by 8-byte stores through the mapping. */
@@ -954,6 +1082,9 @@ static void *worker_main(void *arg)
 		case RAM_READER:
 			reader(w);
 			break;
+		case URING_READER:
+			uring_reads(w);
+			break;
 		case CHAOS:
 			chaos(w);
 			break;
@@ -1085,13 +1216,16 @@ enum {
 	CACHE_WRITE_BYTES,
 	FALLBACK_EREMOTEIO,
 	FALLBACK_ERROR,
+	ASYNC_READS,
+	ASYNC_DEFERRED,
+	NOWAIT_AGAIN,
 	NR_STATS
 };
 
 static const char *const stat_names[NR_STATS] = {
 	"routed_reads", "p2p_bytes", "cache_bytes", "routed_writes",
 	"p2p_write_bytes", "cache_write_bytes", "fallback_eremoteio",
-	"fallback_error",
+	"fallback_error", "async_reads", "async_deferred", "nowait_again",
 };
 
 /* Read them all; the name of one that cannot be read, or NULL. */
@@ -1319,8 +1453,13 @@ TEST_F_TIMEOUT(race, same_words, 300)
 					   strerror(errno));
 		ASSERT_EQ(0, posix_memalign((void **)&w->ram, PAGE, SLICE));
 		if (is_reader(w->role)) {
-			w->snap = malloc(MAX_IO / 8 * sizeof(uint32_t));
+			w->snap = malloc(SLICE / 8 * sizeof(uint32_t));
 			ASSERT_NE(NULL, w->snap);
+		}
+		if (w->role == URING_READER || w->role == ROUTED_WRITER) {
+			ASSERT_EQ(0, io_uring_queue_init(URING_QD, &w->ring,
+							 0));
+			w->has_ring = true;
 		}
 		if (w->role == MMAP_WRITER) {
 			w->map = mmap(NULL, MMAP_END, PROT_READ | PROT_WRITE,
@@ -1362,19 +1501,21 @@ TEST_F_TIMEOUT(race, same_words, 300)
 		bad += b;
 	}
 	ASSERT_EQ(0, count_overlaps(&r, &o));
-	TH_LOG("%.1f s: %ld routed, %ld buffered, %ld O_DIRECT and %ld mmap writes, %ld punches, %ld truncations, %ld reads into device memory, %ld into RAM",
+	TH_LOG("%.1f s: %ld routed, %ld buffered, %ld O_DIRECT and %ld mmap writes, %ld punches, %ld truncations, %ld reads into device memory (%ld through io_uring), %ld into RAM",
 	       elapsed, o.per_how[ROUTED], o.per_how[BUFFERED],
 	       o.per_how[DIRECT], o.per_how[MMAP_STORES], o.per_how[PUNCH],
-	       o.per_how[TRUNCATE], o.per_how[READ_DEV], o.per_how[READ_RAM]);
+	       o.per_how[TRUNCATE], o.per_how[READ_DEV] + o.per_how[READ_URING],
+	       o.per_how[READ_URING], o.per_how[READ_RAM]);
 	TH_LOG("overlaps in time on the same words: %lld read/write pairs (%lld words), %lld routed-write/other-write pairs (%lld words)",
 	       o.reads, o.read_words, o.routed, o.routed_words);
 	for (i = 0; i < NR_STATS; i++)
 		after[i] -= before[i];
-	TH_LOG("router: %lld routed reads, %lld bytes DMAed and %lld copied into device memory; %lld routed writes, %lld bytes DMAed and %lld copied out of it; %lld fallback_eremoteio, %lld fallback_error",
-	       after[ROUTED_READS], after[P2P_BYTES], after[CACHE_BYTES],
+	TH_LOG("router: %lld routed reads (%lld asynchronous, %lld parts deferred), %lld bytes DMAed and %lld copied into device memory; %lld routed writes, %lld bytes DMAed and %lld copied out of it; %lld nowait_again, %lld fallback_eremoteio, %lld fallback_error",
+	       after[ROUTED_READS], after[ASYNC_READS], after[ASYNC_DEFERRED],
+	       after[P2P_BYTES], after[CACHE_BYTES],
 	       after[ROUTED_WRITES], after[P2P_WRITE_BYTES],
-	       after[CACHE_WRITE_BYTES], after[FALLBACK_EREMOTEIO],
-	       after[FALLBACK_ERROR]);
+	       after[CACHE_WRITE_BYTES], after[NOWAIT_AGAIN],
+	       after[FALLBACK_EREMOTEIO], after[FALLBACK_ERROR]);
 	EXPECT_EQ(0, bad) TH_LOG("%lld bad words read (seed %llu)", bad,
 				 (unsigned long long)seed);
 
@@ -1384,6 +1525,8 @@ TEST_F_TIMEOUT(race, same_words, 300)
 
 		if (w->map)
 			munmap(w->map, MMAP_END);
+		if (w->has_ring)
+			io_uring_queue_exit(&w->ring);
 		close(w->fd);
 		free(w->ram);
 		free(w->snap);
@@ -1417,6 +1560,8 @@ TEST_F_TIMEOUT(race, same_words, 300)
 	/* The premise: the race this test is about did happen. */
 	ASSERT_LT(0, after[ROUTED_READS]);
 	ASSERT_LT(0, after[P2P_BYTES]) TH_LOG("no read was DMAed");
+	ASSERT_LT(0, after[ASYNC_READS])
+		TH_LOG("no io_uring read was routed asynchronously");
 	if (variant->p2p_write) {
 		ASSERT_LT(0, after[ROUTED_WRITES]);
 		ASSERT_LT(0, after[P2P_WRITE_BYTES])

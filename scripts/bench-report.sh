@@ -213,6 +213,20 @@ for rig in "${rigs[@]}"; do
 	END {
 		for (i = 0; i < np; i++) {
 			split(pts[i], f, ",")
+			if (f[1] != "qd") continue
+			p = pts[i]
+			for (q = 1; q <= 32; q *= (q == 1 ? 8 : 4))
+				printf "%s|%s%%|%d|%s|%s|%s|%s|%s\n", f[2], f[3], q,
+					cell(p, "p2p_qd" q), cell(p, "pagecache_qd" q),
+					cell(p, "spin_qd" q), ratio(p, "spin_qd" q, "p2p_qd" q),
+					ratio(p, "spin_qd" q, "pagecache_qd" q)
+		}
+	}' "$csv" | rst_table "1 MiB sequential reads through io_uring, MB/s, median (min-max):" \
+		pattern resident qd p2p pagecache spin spin/p2p spin/pagecache
+	awk -F, "$lib"'
+	END {
+		for (i = 0; i < np; i++) {
+			split(pts[i], f, ",")
 			if (f[1] !~ /^(residency|size|random|jobs)$/) continue
 			for (k = 1; k <= 2; k++) {
 				m = k == 1 ? "spin" : "spin_default"

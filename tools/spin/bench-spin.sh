@@ -14,6 +14,9 @@
 #   pagecache  fio, buffered pread into device memory, router off
 #   spin       fio, buffered pread into device memory, router on
 #   spin_default  spin with the router's default (uncalibrated) model
+#   p2p_qdN, pagecache_qdN, spin_qdN
+#              p2p, pagecache and spin through io_uring at queue depth
+#              N (fio --ioengine=io_uring --iodepth=N)
 #
 # Every run starts from an exact page-cache residency set by
 # spin-cache (contiguous: the first r% of the file; scattered: r% of
@@ -31,6 +34,8 @@
 #              (32 MiB per run below 256 KiB)
 #   random     1 MiB random reads, 50% scattered
 #   jobs       4 jobs, 1 MiB sequential, 50% scattered
+#   qd         1 MiB sequential reads through io_uring at queue depth
+#              1, 8 and 32, at 0%, 50% scattered and 100% residency
 #   app        SPIN's scenario: a log writer appends to four files
 #              while a scanner reads them into device memory; the
 #              last quarter of each file was just written (hot)
@@ -39,7 +44,7 @@
 # and the router's and P-readahead's counters for each spin run.
 # spin_sweep=residency runs the residency sweep only, spin_sweep=short
 # only its contiguous 0, 50 and 100% and scattered 30, 50 and 70%
-# points.
+# points, spin_sweep=qd the qd sweep only.
 #
 # Prints CSV (sweep,pattern,residency,bs,rw,jobs,mode,MB/s,extra), one
 # line per run, between "# bench-spin: begin" and "# bench-spin: end";
@@ -105,9 +110,20 @@ point() {
 		case $mode in
 		p2p)
 			bw=$(fio_bw $F "$rw" "$bs" 1 "$p2pmem" $bytes "$jobs") ;;
-		p2p_qd8)
+		p2p_qd*)
 			bw=$(fio_bw $F "$rw" "$bs" 1 "$p2pmem" $bytes "$jobs" \
-				--ioengine=io_uring --iodepth=8) ;;
+				--ioengine=io_uring --iodepth=${mode#p2p_qd}) ;;
+		pagecache_qd*)
+			echo 0 >$R/enabled
+			bw=$(fio_bw $F "$rw" "$bs" 0 "$p2pmem" $bytes "$jobs" \
+				--ioengine=io_uring --iodepth=${mode#pagecache_qd})
+			echo 1 >$R/enabled ;;
+		spin_qd*)
+			d0=$(counter p2p_bytes) a0=$(counter async_reads)
+			bw=$(fio_bw $F "$rw" "$bs" 0 "$p2pmem" $bytes "$jobs" \
+				--ioengine=io_uring --iodepth=${mode#spin_qd})
+			extra="$extra dma_MiB=$((($(counter p2p_bytes) - d0) >> 20))"
+			extra="$extra async=$(($(counter async_reads) - a0))" ;;
 		bounce)
 			r=
 			[ "$rw" = randread ] && r=-r
@@ -132,6 +148,20 @@ echo "# bench-spin: begin"
 spin-calibrate $F "$provider" | sed 's/^/# calib /'
 cal_model=$(cat $R/p2p_cost_ns) cal_copy=$(cat $R/copy_mbps) cal_ra=$(cat $R/ra_mbps)
 echo "sweep,pattern,residency,bs,rw,jobs,mode,MB/s,extra"
+
+# qd_sweep: O_DIRECT, the page cache and SPIN through io_uring.
+qd_sweep() {
+	for qd in 1 8 32; do
+		point qd contig 0 1M read 1 p2p_qd$qd pagecache_qd$qd spin_qd$qd
+		point qd scatter 50 1M read 1 p2p_qd$qd pagecache_qd$qd spin_qd$qd
+		point qd contig 100 1M read 1 p2p_qd$qd pagecache_qd$qd spin_qd$qd
+	done
+}
+if [ "$SWEEP" = qd ]; then
+	qd_sweep
+	echo "# bench-spin: end"
+	exit 0
+fi
 
 ALL="p2p p2p_qd8 bounce pagecache spin"
 contig="0 50 80 100" scatter="10 30 40 50 60 70 90"
@@ -167,6 +197,7 @@ for bs in 16k 1M 8M; do
 done
 point random scatter 50 1M randread 1 $ALL
 point jobs scatter 50 1M read 4 $ALL
+qd_sweep
 
 # SPIN's scenario: four logs, the last quarter of each just appended
 # and still cached, scanned into device memory while a writer keeps

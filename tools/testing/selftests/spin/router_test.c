@@ -1674,9 +1674,49 @@ TEST_F_TIMEOUT(router, uring_read_fixed_ram, 180)
 	uring_io_set(&io, IORING_OP_READ_FIXED, self->ram + 100, 2 * MiB,
 		     MiB + 100);
 	uring_reads(_metadata, self, &ring, &io, 1, "READ_FIXED into RAM", &d);
-	io_uring_queue_exit(&ring);
 	EXPECT_EQ(0, d.routed_reads);
 	EXPECT_EQ(0, d.p2p_bytes);
+
+	/* A fixed read that runs past the registered buffer: EFAULT. */
+	uring_io_set(&io, IORING_OP_READ_FIXED, self->ram + 3 * MiB, 2 * MiB,
+		     0);
+	uring_run(_metadata, &ring, self->fd, &io, 1);
+	EXPECT_EQ(-EFAULT, io.res);
+	io_uring_queue_exit(&ring);
+}
+
+/*
+ * io_uring reads into device memory from a file on a file system the
+ * router does not serve (the guest's root, a RAM file system): the page
+ * cache serves them, the router is not asked, the bytes are right.
+ */
+TEST_F_TIMEOUT(router, uring_unserved_fs, 180)
+{
+	const char *path = "/tmp/spin-router-unserved";
+	struct router_stats before, d;
+	struct uring_io ios[4];
+	struct io_uring ring;
+	unsigned int i;
+	int fd;
+
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, write_pattern(fd, 4 * MiB, self->seed));
+	uring_init(_metadata, &ring);
+	for (i = 0; i < ARRAY_SIZE(ios); i++)
+		uring_io_set(&ios[i], IORING_OP_READ, self->dev + i * MiB,
+			     MiB - 100, i * MiB + 100);
+	stats_read(&before);
+	uring_run(_metadata, &ring, fd, ios, ARRAY_SIZE(ios));
+	stats_delta(&before, &d);
+	stats_log(_metadata, "io_uring, 4 reads from a RAM file system", &d);
+	io_uring_queue_exit(&ring);
+	close(fd);
+	unlink(path);
+	uring_check_reads(_metadata, self, ios, ARRAY_SIZE(ios));
+	EXPECT_EQ(0, d.routed_reads);
+	EXPECT_EQ(0, d.p2p_bytes);
+	EXPECT_EQ(0, d.async_reads);
 }
 
 /*

@@ -1751,12 +1751,29 @@ TEST_F_TIMEOUT(router, uring_unreachable, 180)
 	munmap(far, len);
 }
 
-static ssize_t pread_flags(int fd, void *buf, size_t len, off_t off,
-			   int flags)
+/*
+ * preadv2() with @flags of [@off, @off + @len) into poisoned device memory,
+ * with the counters' deltas in @d, logged; errno as preadv2() left it.
+ */
+static ssize_t pread_flags(struct __test_metadata *_metadata,
+			   FIXTURE_DATA(router) *self, size_t len, off_t off,
+			   int flags, const char *what, struct router_stats *d)
 {
-	struct iovec iov = { buf, len };
+	struct iovec iov = { self->dev, len };
+	struct router_stats before;
+	ssize_t n;
+	int err;
 
-	return preadv2(fd, &iov, 1, off, flags);
+	memset(self->dev, POISON, len);
+	stats_read(&before);
+	errno = 0;
+	n = preadv2(self->fd, &iov, 1, off, flags);
+	err = errno;
+	stats_delta(&before, d);
+	TH_LOG("%s: %zd (%s)", what, n, strerror(err));
+	stats_log(_metadata, what, d);
+	errno = err;
+	return n;
 }
 
 /*
@@ -1773,7 +1790,7 @@ TEST_F_TIMEOUT(router, nowait_cold, 180)
 {
 	static const size_t cached_cases[] = { 0, 256 * KiB, 1 * MiB };
 	const size_t len = 1 * MiB;
-	struct router_stats before, d;
+	struct router_stats d;
 	unsigned int i;
 
 	ASSERT_EQ(0, drop_caches());
@@ -1789,16 +1806,11 @@ TEST_F_TIMEOUT(router, nowait_cold, 180)
 		ASSERT_EQ((long)(cached / PAGE),
 			  resident_pages(self->ref_fd, off, len));
 
-		memset(self->dev, POISON, len);
-		stats_read(&before);
-		errno = 0;
-		n = pread_flags(self->fd, self->dev, len, off, RWF_NOWAIT);
+		snprintf(what, sizeof(what), "RWF_NOWAIT, %zu bytes cached",
+			 cached);
+		n = pread_flags(_metadata, self, len, off, RWF_NOWAIT, what,
+				&d);
 		err = errno;
-		stats_delta(&before, &d);
-		snprintf(what, sizeof(what),
-			 "RWF_NOWAIT, %zu bytes cached: %zd (%s)", cached, n,
-			 strerror(err));
-		stats_log(_metadata, what, &d);
 		if (n < 0)
 			EXPECT_EQ(EAGAIN, err);
 		ASSERT_GE((ssize_t)len, n);
@@ -1820,16 +1832,13 @@ TEST_F_TIMEOUT(router, nowait_cold, 180)
 TEST_F_TIMEOUT(router, nowait_warm, 180)
 {
 	long long len = 4 * MiB, off = 2 * MiB;
-	struct router_stats before, d;
+	struct router_stats d;
 	ssize_t n;
 
 	ASSERT_EQ(0, drop_caches());
 	ASSERT_EQ(0, make_resident(self, off, len));
-	memset(self->dev, POISON, len);
-	stats_read(&before);
-	n = pread_flags(self->fd, self->dev, len, off, RWF_NOWAIT);
-	stats_delta(&before, &d);
-	stats_log(_metadata, "RWF_NOWAIT, 4 MiB cached", &d);
+	n = pread_flags(_metadata, self, len, off, RWF_NOWAIT,
+			"RWF_NOWAIT, 4 MiB cached", &d);
 	ASSERT_EQ(len, n)
 		TH_LOG("%s", n < 0 ? strerror(errno) : "short");
 	ASSERT_EQ(-1, pattern_diff(self, self->dev, len, off));
@@ -1840,15 +1849,12 @@ TEST_F_TIMEOUT(router, nowait_warm, 180)
 TEST_F_TIMEOUT(router, hipri, 180)
 {
 	long long len = 4 * MiB, off = 1 * MiB;
-	struct router_stats before, d;
+	struct router_stats d;
 	ssize_t n;
 
 	ASSERT_EQ(0, drop_caches());
-	memset(self->dev, POISON, len);
-	stats_read(&before);
-	n = pread_flags(self->fd, self->dev, len, off, RWF_HIPRI);
-	stats_delta(&before, &d);
-	stats_log(_metadata, "RWF_HIPRI, cold 4 MiB", &d);
+	n = pread_flags(_metadata, self, len, off, RWF_HIPRI,
+			"RWF_HIPRI, cold 4 MiB", &d);
 	ASSERT_EQ(len, n)
 		TH_LOG("%s", n < 0 ? strerror(errno) : "short");
 	ASSERT_EQ(-1, pattern_diff(self, self->dev, len, off));

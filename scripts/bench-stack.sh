@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
 #
-# Benchmark P2P through md raid0 in the rig, plain and throttled.
+# Benchmark P2P through md raid0 and raid1 in the rig, plain and throttled.
 set -euo pipefail
 
 usage() {
@@ -12,9 +12,13 @@ Boots the rig twice in bench mode (tools/spin/bench-stack.sh in the
 guest): once plain, once with every drive's reads throttled to
 BYTES_PER_SEC (default 200000000), which gives the rig a real drive's
 ratio of drive speed to CPU-copy speed.  Each run measures O_DIRECT P2P
-reads (fio, 1 MiB and 8 MiB) on one NVMe drive and on md raid0 over 2
-and 3, and, at 1 MiB, plain buffered pread into device memory against
-the CPU-bounce baseline (pread into RAM, then memcpy).
+reads (fio, 1 MiB and 8 MiB) on one NVMe drive, on md raid0 over 2 and
+3 and on md raid1 over 2, and, at 1 MiB, plain buffered pread into
+device memory against the CPU-bounce baseline (pread into RAM, then
+memcpy).  On raid1 it also writes 1 MiB blocks from device memory:
+O_DIRECT (P2P to both legs), buffered through the P2P router, and
+buffered with the router off (the page cache copies).  The throttle
+limits reads only.
 
 Writes build/bench/stack-plain.csv and build/bench/stack-throttled.csv
 and prints them side by side.  Not part of the tests: numbers vary

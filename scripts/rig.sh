@@ -27,6 +27,8 @@ pairs sit under one PCIe switch):
                   \`- xio3130-downstream - nvme SPINMPATH ctrl 1 / shared ns (1 GiB)
   pcie.0 - ioh3420 root port rp1
              \`- ivshmem-plain (64 MiB)  "far": not reachable from the drives
+  pcie.0 - ioh3420 root port rp2
+             \`- nvme serial SPINFAR0 (1 GiB)  cannot reach "near" memory
 
 Disk images and shared-memory files are new sparse files for every run
 (build/run/<mode>/ and /dev/shm), removed afterwards.  The console goes
@@ -114,6 +116,16 @@ args=(
 	-device ivshmem-plain,memdev=near,bus=dp0
 	-device ioh3420,id=rp1,bus=pcie.0,chassis=9,slot=2,addr=0x1d
 	-device ivshmem-plain,memdev=far,bus=rp1
+)
+
+# A drive outside the switch: a mirror leg that cannot reach the device
+# memory the others can.  Its serial is not SPINRIG*, so only the tests
+# that ask for it by name use it.
+truncate -s "$drive_size" "$run/far0.img"
+args+=(
+	-device ioh3420,id=rp2,bus=pcie.0,chassis=10,slot=3,addr=0x1e
+	-drive "file=$run/far0.img,if=none,id=far0,format=raw,cache=unsafe$drive_opts"
+	-device nvme,drive=far0,serial=SPINFAR0,bus=rp2
 )
 for i in 0 1 2; do
 	truncate -s "$drive_size" "$run/nvme$i.img"

@@ -78,10 +78,10 @@ FIXTURE_VARIANT_ADD(stack, md_linear) {
 	.p2p_write = true };
 FIXTURE_VARIANT_ADD(stack, md_raid1) {
 	.kind = MD_ARRAY, .level = "1", .members = 2, .p2p = true,
-	.mirrored = true };
+	.p2p_write = true, .mirrored = true };
 FIXTURE_VARIANT_ADD(stack, md_raid10) {
 	.kind = MD_ARRAY, .level = "10", .members = 3, .p2p = true,
-	.mirrored = true };
+	.p2p_write = true, .mirrored = true };
 FIXTURE_VARIANT_ADD(stack, md_raid5) {
 	.kind = MD_ARRAY, .level = "5", .members = 3, .p2p = false };
 FIXTURE_VARIANT_ADD(stack, md_raid0_loop) {
@@ -409,8 +409,8 @@ TEST_F_TIMEOUT(stack, buffered_read, 180)
 
 /*
  * O_DIRECT writes from device memory: the data lands where a buffered
- * read finds it.  raid1 and raid10 refuse them with EREMOTEIO (mirrors
- * could diverge), as do stacks without P2PDMA, and nothing changes.
+ * read finds it.  Stacks without P2PDMA refuse them with EREMOTEIO, and
+ * nothing changes.  (raid1 and raid10 leg by leg: the mirror tests.)
  */
 TEST_F_TIMEOUT(stack, odirect_write, 180)
 {
@@ -1397,6 +1397,650 @@ TEST(nvme_multipath)
 	close(fd);
 	munmap(dev, len);
 	free(ref);
+}
+
+/*
+ * Writes from device memory to md raid1 and raid10 (2 and 3 legs).
+ *
+ * Every leg gets the DMA write: after routed (buffered) and O_DIRECT
+ * writes, the array is stopped and assembled read-only from each leg
+ * alone (raid1) or without each leg in turn (raid10, where one leg does
+ * not hold every chunk), and the first MIR_REGION bytes read back must
+ * equal the model of what was written; md's own "check" must find no
+ * mismatch.  A leg that cannot reach the memory (SPINFAR0, the rig's
+ * drive outside the switch) makes the whole write fail with EREMOTEIO
+ * and nothing written, or the router copy instead (counted), with the
+ * array healthy.  A leg failed with mdadm --fail while writes go on, and
+ * rebuilt while they still go on, and a resync racing the writes, leave
+ * no divergence.  Write-behind (--write-mostly with a bitmap) is never
+ * used for device memory (a kprobe on bitmap_start_behind_write()
+ * proves it is for RAM).
+ */
+#define MIR_REGION	(16 * MiB)
+#define FAR_SERIAL	"SPINFAR"
+#define KP_NAME		"spin_behind"
+#define KP_PROFILE	TRACEFS "/kprobe_profile"
+
+struct mir {
+	char nvme[3][NAME_MAX + 1];
+	char far[NAME_MAX + 1];
+	char legs[3][NAME_MAX + 8];	/* "/dev/..." of each leg, in order */
+	int nlegs;
+	bool raid10;
+	char provider[SYSFS_LEN];
+	unsigned char *dev;	/* MAP_LEN of device memory */
+	unsigned char *model;	/* what the first MIR_REGION of md0 holds */
+	unsigned char *buf;	/* MIR_REGION, aligned for O_DIRECT */
+	uint64_t seed;
+};
+
+/* The first NVMe namespace whose serial starts with @prefix. */
+static int nvme_serial_ns(const char *prefix, char *ns, size_t len)
+{
+	struct dirent **names;
+	int n, i, found = -ENOENT;
+
+	n = scandir("/sys/block", &names, NULL, alphasort);
+	for (i = 0; i < n; i++) {
+		char path[PATH_MAX], serial[128];
+
+		snprintf(path, sizeof(path), "/sys/block/%s/device/serial",
+			 names[i]->d_name);
+		if (found && !strncmp(names[i]->d_name, "nvme", 4) &&
+		    !sysfs_read(path, serial, sizeof(serial)) &&
+		    !strncmp(serial, prefix, strlen(prefix))) {
+			snprintf(ns, len, "%s", names[i]->d_name);
+			found = 0;
+		}
+		free(names[i]);
+	}
+	free(n > 0 ? names : NULL);
+	return found;
+}
+
+static int mir_init(struct mir *m, int legs, bool raid10)
+{
+	int i;
+
+	memset(m, 0, sizeof(*m));
+	setenv("DM_DISABLE_UDEV", "1", 1);
+	teardown_stacks(NULL);
+	m->nlegs = legs;
+	m->raid10 = raid10;
+	m->seed = getpid() ^ 0x3171ULL << 40;
+	for (i = 0; i < legs; i++)
+		if (nvme_rig_ns(i, m->nvme[i], sizeof(m->nvme[i])))
+			return -ENOENT;
+	if (nvme_serial_ns(FAR_SERIAL, m->far, sizeof(m->far)))
+		return -ENOENT;
+	if (p2pmem_find_for_ns(m->nvme[0], true, m->provider,
+			       sizeof(m->provider)))
+		return -ENOENT;
+	m->dev = p2pmem_map(m->provider, MAP_LEN);
+	m->model = malloc(MIR_REGION);
+	if (!m->dev || !m->model ||
+	    posix_memalign((void **)&m->buf, 4096, MIR_REGION))
+		return -ENOMEM;
+	return 0;
+}
+
+static void mir_free(struct mir *m)
+{
+	teardown_stacks(NULL);
+	if (m->dev)
+		munmap(m->dev, MAP_LEN);
+	free(m->model);
+	free(m->buf);
+}
+
+/*
+ * Create md0 over the legs (the last one SPINFAR0 if @far) with @opts,
+ * wait for its first resync unless @resync (then the caller races it),
+ * and fill MIR_REGION from RAM.  @write_mostly marks the last leg so.
+ */
+static int mir_create(struct mir *m, bool far, bool resync, const char *opts,
+		      bool write_mostly)
+{
+	char cmd[2048], list[512] = "";
+	int i, fd, ret;
+
+	for (i = 0; i < m->nlegs; i++) {
+		const char *ns = far && i == m->nlegs - 1 ? m->far : m->nvme[i];
+		size_t l = strlen(list);
+
+		snprintf(m->legs[i], sizeof(m->legs[i]), "/dev/%s", ns);
+		snprintf(list + l, sizeof(list) - l, "%s %s",
+			 write_mostly && i == m->nlegs - 1 ?
+			 " --write-mostly" : "", m->legs[i]);
+		snprintf(cmd, sizeof(cmd),
+			 "mdadm --zero-superblock %s 2>/dev/null", m->legs[i]);
+		run_cmd(cmd);
+	}
+	snprintf(cmd, sizeof(cmd),
+		 "mdadm --create " MD " --run --quiet --force --level=%s --raid-devices=%d --size=" MIRROR_SIZE_KB " %s%s",
+		 m->raid10 ? "10 --layout=n2" : "1", m->nlegs, opts, list);
+	ret = run_cmd(cmd);
+	if (ret)
+		return ret;
+	/*
+	 * The legs hold what earlier tests left: let the resync make them
+	 * equal, or md's check would count that as mismatches.
+	 */
+	for (i = 0; !resync && i < 1200 && !md_action_is("idle"); i++)
+		usleep(100000);
+	if (!resync && !md_action_is("idle"))
+		return -ETIMEDOUT;
+	fd = open(MD, O_RDWR);
+	if (fd < 0)
+		return -errno;
+	ret = write_pattern(fd, MIR_REGION, m->seed);
+	close(fd);
+	pattern_fill(m->model, MIR_REGION, 0, m->seed);
+	return ret;
+}
+
+/*
+ * Write @len bytes of pattern(@seed) from device memory at @off of md0:
+ * O_DIRECT if @direct, else a plain pwrite() for the router (and fsync).
+ * The model follows a write that succeeded.  Returns what pwrite() did,
+ * with errno.  @dev is where in device memory the source starts.
+ */
+static ssize_t mir_write(struct mir *m, unsigned char *dev, bool direct,
+			 off_t off, size_t len, uint64_t seed)
+{
+	int fd = open(MD, O_RDWR | (direct ? O_DIRECT : 0)), err;
+	ssize_t n;
+
+	if (fd < 0)
+		return -1;
+	/* The source sits where the router can DMA it: congruent to @off. */
+	dev += off % 4096;
+	pattern_fill(dev, len, off, seed);
+	n = pwrite(fd, dev, len, off);
+	err = errno;
+	if (n == (ssize_t)len && fsync(fd))
+		n = -1;
+	close(fd);
+	if (n > 0)
+		pattern_fill(m->model + off, n, off, seed);
+	errno = err;
+	return n;
+}
+
+/* The first MIR_REGION bytes of md0, read O_DIRECT, equal the model. */
+static long mir_diff(struct mir *m)
+{
+	int fd = open(MD, O_RDONLY | O_DIRECT);
+	ssize_t n;
+
+	if (fd < 0)
+		return -2;
+	n = pread(fd, m->buf, MIR_REGION, 0);
+	close(fd);
+	if (n != MIR_REGION)
+		return -3;
+	return first_diff(m->buf, m->model, MIR_REGION);
+}
+
+/* Run md's "check" to the end: its mismatch_cnt, or -1. */
+static long long mir_mismatches(void)
+{
+	int i;
+
+	if (sysfs_write(MD_SYS "/sync_action", "check"))
+		return -1;
+	usleep(200000);
+	for (i = 0; i < 1200 && !md_action_is("idle"); i++)
+		usleep(100000);
+	if (!md_action_is("idle"))
+		return -1;
+	return sysfs_read_ll(MD_SYS "/mismatch_cnt");
+}
+
+/*
+ * Every leg holds the model: stop md0, assemble it read-only from each
+ * leg alone (raid1) or from all legs but one (raid10, n2: each chunk is
+ * on two legs, so each copy is read in one of the rounds), compare, and
+ * assemble it whole again.
+ */
+static void mir_legs_check(struct __test_metadata *_metadata, struct mir *m)
+{
+	char cmd[1024], list[512];
+	int i, j;
+	long d;
+
+	ASSERT_EQ(0, run_cmd("mdadm --stop " MD));
+	for (i = 0; i < m->nlegs; i++) {
+		list[0] = '\0';
+		for (j = 0; j < m->nlegs; j++)
+			if ((j == i) != m->raid10) {
+				size_t l = strlen(list);
+
+				snprintf(list + l, sizeof(list) - l, " %s",
+					 m->legs[j]);
+			}
+		snprintf(cmd, sizeof(cmd),
+			 "mdadm --assemble " MD " --readonly --run --quiet%s",
+			 list);
+		ASSERT_EQ(0, run_cmd(cmd));
+		d = mir_diff(m);
+		TH_LOG("md0 from%s alone: %s at %ld", list,
+		       d == -1 ? "the model" : "differs", d);
+		ASSERT_EQ(-1, d);
+		ASSERT_EQ(0, run_cmd("mdadm --stop " MD));
+	}
+	list[0] = '\0';
+	for (j = 0; j < m->nlegs; j++) {
+		size_t l = strlen(list);
+
+		snprintf(list + l, sizeof(list) - l, " %s", m->legs[j]);
+	}
+	snprintf(cmd, sizeof(cmd), "mdadm --assemble " MD " --run --quiet%s",
+		 list);
+	ASSERT_EQ(0, run_cmd(cmd));
+	ASSERT_EQ(0, sysfs_read_ll(MD_SYS "/degraded"));
+}
+
+/* Healthy: not degraded, no member faulty, no error counted. */
+static void mir_healthy(struct __test_metadata *_metadata, struct mir *m)
+{
+	long long errors;
+	int members, faulty;
+
+	faulty = md_members_with("faulty", &members, &errors);
+	TH_LOG("degraded %lld, %d of %d members faulty, member errors %lld",
+	       sysfs_read_ll(MD_SYS "/degraded"), faulty, members, errors);
+	ASSERT_EQ(0, sysfs_read_ll(MD_SYS "/degraded"));
+	ASSERT_EQ(0, faulty);
+	ASSERT_EQ(m->nlegs, members);
+	ASSERT_EQ(0, errors);
+}
+
+/* The writes every case makes: routed ones, unaligned, and O_DIRECT. */
+static const struct { bool direct; off_t off; size_t len; } mir_writes[] = {
+	{ false, 1 * MiB + 123, 3 * MiB + 1000 },
+	{ true, 0, 2 * MiB },				/* 4 raid10 chunks */
+	{ false, 6 * MiB, 2 * MiB },
+	{ true, 9 * MiB + 512 * KiB - 4 * KiB, 1 * MiB + 8 * KiB },
+	{ true, 12 * MiB, 4 * MiB },
+	{ false, 10 * MiB + 4095, 1 * MiB + 2 },
+};
+
+FIXTURE(mirror) {
+	struct mir m;
+};
+
+FIXTURE_VARIANT(mirror) {
+	int legs;
+	bool raid10;
+};
+
+FIXTURE_VARIANT_ADD(mirror, raid1_2) { .legs = 2 };
+FIXTURE_VARIANT_ADD(mirror, raid1_3) { .legs = 3 };
+FIXTURE_VARIANT_ADD(mirror, raid10_2) { .legs = 2, .raid10 = true };
+FIXTURE_VARIANT_ADD(mirror, raid10_3) { .legs = 3, .raid10 = true };
+
+FIXTURE_SETUP(mirror)
+{
+	ASSERT_EQ(0, access(P2P_ROUTER "/stats/p2p_write_bytes", F_OK))
+		TH_LOG("no P2P router in this kernel");
+	ASSERT_EQ(0, mir_init(&self->m, variant->legs, variant->raid10))
+		TH_LOG("rig drives, %s* or a provider missing", FAR_SERIAL);
+	TH_LOG("raid%s, %d legs, provider %s, seed %llu",
+	       variant->raid10 ? "10" : "1", variant->legs, self->m.provider,
+	       (unsigned long long)self->m.seed);
+}
+
+FIXTURE_TEARDOWN(mirror)
+{
+	mir_free(&self->m);
+}
+
+/* Routed and O_DIRECT writes from device memory reach every leg. */
+TEST_F_TIMEOUT(mirror, every_leg, 300)
+{
+	struct mir *m = &self->m;
+	long long dma0, eremote0;
+	unsigned int i;
+	ssize_t n;
+
+	ASSERT_EQ(0, mir_create(m, false, false, "--bitmap=none", false));
+	ASSERT_EQ(1, queue_p2p(MD));
+	dma0 = router_stat("p2p_write_bytes");
+	eremote0 = router_stat("fallback_eremoteio");
+
+	for (i = 0; i < ARRAY_SIZE(mir_writes); i++) {
+		n = mir_write(m, m->dev, mir_writes[i].direct, mir_writes[i].off,
+			      mir_writes[i].len, m->seed + 1 + i);
+		TH_LOG("%s write of %zu at %lld: %zd (%s)",
+		       mir_writes[i].direct ? "O_DIRECT" : "routed",
+		       mir_writes[i].len, (long long)mir_writes[i].off, n,
+		       n < 0 ? strerror(errno) : "");
+		ASSERT_EQ((ssize_t)mir_writes[i].len, n);
+	}
+	/* The routed ones were DMAed, none refused. */
+	TH_LOG("p2p_write_bytes +%lld, fallback_eremoteio +%lld",
+	       router_stat("p2p_write_bytes") - dma0,
+	       router_stat("fallback_eremoteio") - eremote0);
+	ASSERT_LE(4 * MiB, router_stat("p2p_write_bytes") - dma0);
+	ASSERT_EQ(eremote0, router_stat("fallback_eremoteio"));
+
+	ASSERT_EQ(-1, mir_diff(m));
+	mir_healthy(_metadata, m);
+	ASSERT_EQ(0, mir_mismatches());
+	mir_legs_check(_metadata, m);
+}
+
+/*
+ * The last leg is SPINFAR0, which cannot reach the memory the others
+ * can: O_DIRECT writes fail with EREMOTEIO and change nothing on any
+ * leg (a 2 MiB one spans raid10 chunks whose legs all can reach it),
+ * and the router copies the routed ones (fallback_unreachable), with
+ * the array healthy and its legs equal.
+ */
+TEST_F_TIMEOUT(mirror, unreachable_leg, 300)
+{
+	struct mir *m = &self->m;
+	long long dma0, unreach0;
+	char pci[SYSFS_LEN];
+	unsigned int i;
+	ssize_t n;
+
+	ASSERT_EQ(0, mir_create(m, true, false, "--bitmap=none", false));
+	/* The premise: the array passes P2PDMA, one leg cannot reach it. */
+	ASSERT_EQ(1, queue_p2p(MD));
+	ASSERT_EQ(0, nvme_pci_dev(m->far, pci, sizeof(pci)));
+	ASSERT_FALSE(pci_share_switch(m->provider, pci));
+	dma0 = router_stat("p2p_write_bytes");
+	unreach0 = router_stat("fallback_unreachable");
+
+	for (i = 0; i < ARRAY_SIZE(mir_writes); i++) {
+		n = mir_write(m, m->dev, mir_writes[i].direct, mir_writes[i].off,
+			      mir_writes[i].len, m->seed + 1 + i);
+		TH_LOG("%s write of %zu at %lld: %zd (%s)",
+		       mir_writes[i].direct ? "O_DIRECT" : "routed",
+		       mir_writes[i].len, (long long)mir_writes[i].off, n,
+		       n < 0 ? strerror(errno) : "");
+		if (mir_writes[i].direct) {
+			ASSERT_EQ(-1, n);
+			ASSERT_EQ(EREMOTEIO, errno);
+		} else {
+			ASSERT_EQ((ssize_t)mir_writes[i].len, n);
+		}
+	}
+	TH_LOG("p2p_write_bytes +%lld, fallback_unreachable +%lld",
+	       router_stat("p2p_write_bytes") - dma0,
+	       router_stat("fallback_unreachable") - unreach0);
+	ASSERT_EQ(dma0, router_stat("p2p_write_bytes"));
+	ASSERT_LT(unreach0, router_stat("fallback_unreachable"));
+
+	ASSERT_EQ(-1, mir_diff(m));
+	mir_healthy(_metadata, m);
+	ASSERT_EQ(0, mir_mismatches());
+	mir_legs_check(_metadata, m);
+}
+
+struct mir_writer {
+	struct mir *m;
+	pthread_t thread;
+	int stop;
+	int done;		/* writes that succeeded */
+	int failed;		/* writes that did not */
+	int during;		/* writes that began and ended in @action */
+	const char *action;	/* a sync_action to count writes in */
+};
+
+/*
+ * Alternating routed and O_DIRECT writes of 1 MiB (routed ones off by
+ * 4095 bytes) over the region, each with a new seed, until stopped.  One
+ * writer, so the model is its own.
+ */
+static void *mir_writer_main(void *arg)
+{
+	struct mir_writer *w = arg;
+	struct mir *m = w->m;
+	int k = 0;
+
+	while (!__atomic_load_n(&w->stop, __ATOMIC_ACQUIRE)) {
+		bool direct = k % 2;
+		off_t off = (k * 7 % 14) * MiB + (direct ? 0 : 4095);
+		bool in0 = w->action && md_action_is(w->action), in1;
+		ssize_t n;
+
+		n = mir_write(m, m->dev, direct, off, 1 * MiB,
+			      m->seed + 100 + k);
+		in1 = w->action && md_action_is(w->action);
+		if (n == 1 * MiB)
+			__atomic_add_fetch(&w->done, 1, __ATOMIC_RELEASE);
+		else
+			w->failed++;
+		if (in0 && in1)
+			w->during++;
+		k++;
+	}
+	return NULL;
+}
+
+static void mir_wait_writes(struct mir_writer *w, int n)
+{
+	int i;
+
+	for (i = 0; i < 6000 &&
+	     __atomic_load_n(&w->done, __ATOMIC_ACQUIRE) < n; i++)
+		usleep(10000);
+}
+
+/*
+ * A leg failed (mdadm --fail) while writes go on, then removed, wiped,
+ * added back and rebuilt (slowly, so that the rebuild is under way during
+ * the writes): every write succeeds, and at the end md's check finds no
+ * mismatch and every leg holds the model.
+ */
+TEST_F_TIMEOUT(mirror, fail_mid_write, 600)
+{
+	struct mir *m = &self->m;
+	struct mir_writer w = { .m = m };
+	char cmd[1024];
+	int done, i;
+
+	ASSERT_EQ(0, mir_create(m, false, false, "--bitmap=none", false));
+	ASSERT_EQ(0, pthread_create(&w.thread, NULL, mir_writer_main, &w));
+	mir_wait_writes(&w, 6);
+	snprintf(cmd, sizeof(cmd), "mdadm --quiet " MD " --fail %s",
+		 m->legs[1]);
+	EXPECT_EQ(0, run_cmd(cmd));
+	done = __atomic_load_n(&w.done, __ATOMIC_ACQUIRE);
+	mir_wait_writes(&w, done + 10);
+	EXPECT_EQ(1, sysfs_read_ll(MD_SYS "/degraded"));
+
+	/* About 5 MB/s: the 64 MiB rebuild takes some 13 s. */
+	EXPECT_EQ(0, sysfs_write(MD_SYS "/sync_speed_max", "5000"));
+	EXPECT_EQ(0, sysfs_write(MD_SYS "/sync_speed_min", "5000"));
+	w.action = "recover";
+	snprintf(cmd, sizeof(cmd),
+		 "mdadm --quiet " MD " --remove %s && mdadm --zero-superblock %s && mdadm --quiet " MD " --add %s",
+		 m->legs[1], m->legs[1], m->legs[1]);
+	EXPECT_EQ(0, run_cmd(cmd));
+	for (i = 0; i < 600 && w.during < 10 && !md_action_is("idle"); i++)
+		usleep(100000);
+	EXPECT_EQ(0, sysfs_write(MD_SYS "/sync_speed_max", "system"));
+	EXPECT_EQ(0, sysfs_write(MD_SYS "/sync_speed_min", "100000"));
+	for (i = 0; i < 1200 && !(md_action_is("idle") &&
+				  !sysfs_read_ll(MD_SYS "/degraded")); i++)
+		usleep(100000);
+	__atomic_store_n(&w.stop, 1, __ATOMIC_RELEASE);
+	pthread_join(w.thread, NULL);
+	EXPECT_EQ(0, sysfs_write(MD_SYS "/sync_speed_min", "system"));
+	TH_LOG("%d writes, %d failed, %d during the rebuild", w.done,
+	       w.failed, w.during);
+	ASSERT_EQ(0, w.failed);
+	ASSERT_LE(5, w.during)
+		TH_LOG("the rebuild was not under way during the writes");
+	ASSERT_TRUE(md_action_is("idle"));
+
+	ASSERT_EQ(-1, mir_diff(m));
+	ASSERT_EQ(0, sysfs_read_ll(MD_SYS "/degraded"));
+	ASSERT_EQ(0, mir_mismatches());
+	mir_legs_check(_metadata, m);
+}
+
+/*
+ * The array is created without --assume-clean, so md resyncs it, slowly;
+ * writes from device memory race the resync: every write succeeds, and
+ * at the end md's check finds no mismatch and every leg holds the model.
+ */
+TEST_F_TIMEOUT(mirror, resync_during_writes, 600)
+{
+	struct mir *m = &self->m;
+	struct mir_writer w = { .m = m, .action = "resync" };
+	char limit[32];
+	int i;
+
+	/* Slow from the start: the resync begins as the array is made. */
+	ASSERT_EQ(0, sysfs_read("/proc/sys/dev/raid/speed_limit_max", limit,
+				sizeof(limit)));
+	ASSERT_EQ(0, sysfs_write("/proc/sys/dev/raid/speed_limit_max", "5000"));
+	i = mir_create(m, false, true, "--bitmap=none", false);
+	EXPECT_EQ(0, sysfs_write(MD_SYS "/sync_speed_max", "5000"));
+	EXPECT_EQ(0, sysfs_write("/proc/sys/dev/raid/speed_limit_max", limit));
+	ASSERT_EQ(0, i);
+	for (i = 0; i < 50 && !md_action_is("resync"); i++)
+		usleep(100000);
+	ASSERT_TRUE(md_action_is("resync"));
+
+	ASSERT_EQ(0, pthread_create(&w.thread, NULL, mir_writer_main, &w));
+	for (i = 0; i < 600 && w.during < 10 && md_action_is("resync"); i++)
+		usleep(100000);
+	EXPECT_EQ(0, sysfs_write(MD_SYS "/sync_speed_max", "system"));
+	EXPECT_EQ(0, sysfs_write(MD_SYS "/sync_speed_min", "100000"));
+	for (i = 0; i < 1200 && !md_action_is("idle"); i++)
+		usleep(100000);
+	__atomic_store_n(&w.stop, 1, __ATOMIC_RELEASE);
+	pthread_join(w.thread, NULL);
+	EXPECT_EQ(0, sysfs_write(MD_SYS "/sync_speed_min", "system"));
+	TH_LOG("%d writes, %d failed, %d during the resync", w.done,
+	       w.failed, w.during);
+	ASSERT_EQ(0, w.failed);
+	ASSERT_LE(5, w.during)
+		TH_LOG("the resync was not under way during the writes");
+	ASSERT_TRUE(md_action_is("idle"));
+
+	ASSERT_EQ(-1, mir_diff(m));
+	mir_healthy(_metadata, m);
+	ASSERT_EQ(0, mir_mismatches());
+	mir_legs_check(_metadata, m);
+}
+
+/* Hits of the kprobe on bitmap_start_behind_write(), or -1. */
+static long long behind_hits(void)
+{
+	char buf[4096], *p;
+	long long hits;
+
+	if (sysfs_read(KP_PROFILE, buf, sizeof(buf)))
+		return -1;
+	p = strstr(buf, KP_NAME);
+	if (!p || sscanf(p + strlen(KP_NAME), "%lld", &hits) != 1)
+		return -1;
+	return hits;
+}
+
+/* Add (or remove) a kprobe event: a line appended to kprobe_events. */
+static int kprobe_event(const char *line)
+{
+	int fd = open(TRACEFS "/kprobe_events", O_WRONLY | O_APPEND);
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	n = write(fd, line, strlen(line));
+	close(fd);
+	return n == (ssize_t)strlen(line) ? 0 : -EIO;
+}
+
+static int behind_probe(bool on)
+{
+	if (!on) {
+		sysfs_write(TRACEFS "/events/kprobes/" KP_NAME "/enable", "0");
+		return kprobe_event("-:" KP_NAME "\n");
+	}
+	if (kprobe_event("p:" KP_NAME " bitmap_start_behind_write\n"))
+		return -1;
+	return sysfs_write(TRACEFS "/events/kprobes/" KP_NAME "/enable", "1");
+}
+
+/*
+ * raid1 with a bitmap and its last leg --write-mostly, --write-behind:
+ * a write from RAM is written behind (the premise: the kprobe fires),
+ * writes from device memory never are, and still reach every leg.
+ */
+TEST_F_TIMEOUT(mirror, write_mostly, 300)
+{
+	struct mir *m = &self->m;
+	long long hits0, hits1;
+	unsigned int i;
+	ssize_t n;
+	int fd;
+
+	ASSERT_EQ(0, mir_create(m, false, false, variant->raid10 ?
+				"--bitmap=internal" :
+				"--bitmap=internal --write-behind=256",
+				!variant->raid10));
+	if (access(TRACEFS "/kprobe_events", F_OK)) {
+		ASSERT_EQ(0, mount("tracefs", TRACEFS, "tracefs", 0, NULL))
+			TH_LOG("no tracefs at " TRACEFS);
+	}
+	behind_probe(false);
+	ASSERT_EQ(0, behind_probe(true));
+	hits0 = behind_hits();
+	ASSERT_LE(0, hits0) TH_LOG("no kprobe on bitmap_start_behind_write");
+
+	/* From RAM: written behind on raid1 (raid10 has no write-behind). */
+	fd = open(MD, O_RDWR | O_DIRECT);
+	ASSERT_LE(0, fd);
+	pattern_fill(m->buf, 1 * MiB, 14 * MiB, m->seed + 50);
+	ASSERT_EQ(1 * MiB, pwrite(fd, m->buf, 1 * MiB, 14 * MiB));
+	close(fd);
+	memcpy(m->model + 14 * MiB, m->buf, 1 * MiB);
+	hits1 = behind_hits();
+	TH_LOG("writes behind for 1 MiB from RAM: %lld", hits1 - hits0);
+	if (variant->raid10) {
+		ASSERT_EQ(hits0, hits1);
+	} else {
+		ASSERT_LT(hits0, hits1);
+	}
+
+	/*
+	 * From device memory: the O_DIRECT writes and the routed ones that
+	 * are aligned, which are DMAed whole.  (The unaligned head and tail
+	 * of the others go through the page cache, in RAM, and its writeback
+	 * may well be written behind.)
+	 */
+	for (i = 0; i < ARRAY_SIZE(mir_writes); i++) {
+		if (!mir_writes[i].direct &&
+		    (mir_writes[i].off | mir_writes[i].len) % 4096)
+			continue;
+		n = mir_write(m, m->dev, mir_writes[i].direct, mir_writes[i].off,
+			      mir_writes[i].len, m->seed + 1 + i);
+		ASSERT_EQ((ssize_t)mir_writes[i].len, n);
+	}
+	TH_LOG("writes behind for device memory: %lld",
+	       behind_hits() - hits1);
+	ASSERT_EQ(hits1, behind_hits());
+	behind_probe(false);
+	for (i = 0; i < ARRAY_SIZE(mir_writes); i++) {
+		if (mir_writes[i].direct ||
+		    !((mir_writes[i].off | mir_writes[i].len) % 4096))
+			continue;
+		n = mir_write(m, m->dev, mir_writes[i].direct, mir_writes[i].off,
+			      mir_writes[i].len, m->seed + 1 + i);
+		ASSERT_EQ((ssize_t)mir_writes[i].len, n);
+	}
+
+	ASSERT_EQ(-1, mir_diff(m));
+	mir_healthy(_metadata, m);
+	ASSERT_EQ(0, mir_mismatches());
+	mir_legs_check(_metadata, m);
 }
 
 TEST_HARNESS_MAIN

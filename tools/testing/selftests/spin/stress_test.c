@@ -10,8 +10,7 @@
  * file kept in RAM; at the end the whole file is read back cold, into RAM
  * and into device memory, and compared once more.  The router's counters
  * must show that it DMAed both ways (p2p_bytes, p2p_write_bytes), or the
- * run tested only the copies; md raid1, which takes no writes from device
- * memory yet, reports XFAIL for that (issue #18).
+ * run tested only the copies.
  *
  * Each thread owns a region of the file (the boundaries fall in the
  * middle of pages on purpose, so neighbours share pages) and holds a
@@ -301,7 +300,6 @@ FIXTURE_VARIANT(stress) {
 	int nvme;	/* first rig drive */
 	int members;	/* > 1: md over that many rig drives */
 	int level;	/* md RAID level */
-	const char *no_p2p_write;	/* why writes are not DMAed: its issue */
 };
 
 FIXTURE_VARIANT_ADD(stress, xfs) { .fs = "xfs", .nvme = 0, .members = 1 };
@@ -309,10 +307,8 @@ FIXTURE_VARIANT_ADD(stress, ext4) { .fs = "ext4", .nvme = 1, .members = 1 };
 FIXTURE_VARIANT_ADD(stress, raid0_xfs) {
 	.fs = "xfs", .nvme = 0, .members = 2, .level = 0
 };
-/* md raid1 refuses writes from P2PDMA pages (patch 0006); they are copied. */
 FIXTURE_VARIANT_ADD(stress, raid1_ext4) {
-	.fs = "ext4", .nvme = 1, .members = 2, .level = 1,
-	.no_p2p_write = "md raid1 takes no writes from device memory yet, issue #18"
+	.fs = "ext4", .nvme = 1, .members = 2, .level = 1
 };
 
 FIXTURE_SETUP(stress)
@@ -468,9 +464,7 @@ TEST_F_TIMEOUT(stress, random_ops, 600)
 	 */
 	EXPECT_LT(routed0, stat_ll("routed_reads"));
 	EXPECT_LT(0, p2p_read);
-	if (!variant->no_p2p_write) {
-		EXPECT_LT(0, p2p_write);
-	}
+	EXPECT_LT(0, p2p_write);
 
 	/* The whole file, cold, into RAM and into device memory. */
 	ASSERT_EQ(0, fsync(fd));
@@ -491,8 +485,6 @@ TEST_F_TIMEOUT(stress, random_ops, 600)
 	free(s.model);
 	/* Every page of device memory came back. */
 	EXPECT_EQ(avail0, p2pmem_available(self->provider));
-	if (variant->no_p2p_write)
-		XFAIL_IF(!p2p_write, "%s", variant->no_p2p_write);
 }
 
 TEST_HARNESS_MAIN

@@ -25,6 +25,7 @@
 #include <linux/loop.h>
 #include <pthread.h>
 #include <sys/ioctl.h>
+#include <sys/uio.h>
 #include <sys/sysmacros.h>
 #include <stddef.h>
 #include <time.h>
@@ -1701,8 +1702,10 @@ TEST_F_TIMEOUT(mirror, every_leg, 300)
 {
 	struct mir *m = &self->m;
 	long long dma0, eremote0;
+	struct iovec iov;
 	unsigned int i;
 	ssize_t n;
+	int fd;
 
 	ASSERT_EQ(0, mir_create(m, false, false, "--bitmap=none", false));
 	ASSERT_EQ(1, queue_p2p(MD));
@@ -1724,6 +1727,28 @@ TEST_F_TIMEOUT(mirror, every_leg, 300)
 	       router_stat("fallback_eremoteio") - eremote0);
 	ASSERT_LE(4 * MiB, router_stat("p2p_write_bytes") - dma0);
 	ASSERT_EQ(eremote0, router_stat("fallback_eremoteio"));
+
+	/*
+	 * RWF_NOWAIT (REQ_NOWAIT bios): NVMe members are asked without
+	 * sleeping, so the write goes through, or gets EAGAIN where md
+	 * would wait (a barrier), never EREMOTEIO.
+	 */
+	fd = open(MD, O_RDWR | O_DIRECT);
+	ASSERT_LE(0, fd);
+	pattern_fill(m->dev, 1 * MiB, 3 * MiB, m->seed + 40);
+	iov.iov_base = m->dev;
+	iov.iov_len = 1 * MiB;
+	n = pwritev2(fd, &iov, 1, 3 * MiB, RWF_NOWAIT);
+	TH_LOG("RWF_NOWAIT O_DIRECT write: %zd (%s)", n,
+	       n < 0 ? strerror(errno) : "");
+	if (n < 0) {
+		ASSERT_EQ(EAGAIN, errno);
+	} else {
+		ASSERT_EQ(1 * MiB, n);
+		pattern_fill(m->model + 3 * MiB, 1 * MiB, 3 * MiB,
+			     m->seed + 40);
+	}
+	close(fd);
 
 	ASSERT_EQ(-1, mir_diff(m));
 	mir_healthy(_metadata, m);

@@ -2026,6 +2026,62 @@ TEST_F_TIMEOUT(mirror, replacement_without_p2p, 300)
 	teardown_stacks(loop);
 }
 
+/*
+ * A raid10 (near 2) reshaped from 2 legs to 3 (mdadm --grow
+ * --raid-devices=3), slowly, while writes from device memory go on:
+ * every write succeeds, at least 5 race the reshape, and at the end md's
+ * check finds no mismatch and each leg left out in turn still leaves the
+ * model.
+ */
+TEST(raid10_reshape_during_writes)
+{
+	struct mir m;
+	struct mir_writer w = { .m = &m, .action = "reshape" };
+	char cmd[1024];
+	int i;
+
+	ASSERT_EQ(0, mir_init(&m, 3, true))
+		TH_LOG("rig drives, %s* or a provider missing", FAR_SERIAL);
+	m.nlegs = 2;
+	ASSERT_EQ(0, mir_create(&m, false, false, "--bitmap=none", false));
+	ASSERT_EQ(0, pthread_create(&w.thread, NULL, mir_writer_main, &w));
+	mir_wait_writes(&w, 3);
+
+	EXPECT_EQ(0, sysfs_write(MD_SYS "/sync_speed_max", "3000"));
+	EXPECT_EQ(0, sysfs_write(MD_SYS "/sync_speed_min", "3000"));
+	snprintf(cmd, sizeof(cmd),
+		 "mdadm --zero-superblock /dev/%s 2>/dev/null; mdadm --quiet " MD " --add /dev/%s && mdadm --grow " MD " --raid-devices=3",
+		 m.nvme[2], m.nvme[2]);
+	EXPECT_EQ(0, run_cmd(cmd));
+	for (i = 0; i < 600 && w.during < 10 && !md_action_is("idle"); i++)
+		usleep(100000);
+	EXPECT_EQ(0, sysfs_write(MD_SYS "/sync_speed_max", "system"));
+	EXPECT_EQ(0, sysfs_write(MD_SYS "/sync_speed_min", "100000"));
+	for (i = 0; i < 1800 && !md_action_is("idle"); i++)
+		usleep(100000);
+	__atomic_store_n(&w.stop, 1, __ATOMIC_RELEASE);
+	pthread_join(w.thread, NULL);
+	EXPECT_EQ(0, sysfs_write(MD_SYS "/sync_speed_min", "system"));
+	TH_LOG("%d writes, %d failed, %d during the reshape; raid_disks %lld",
+	       w.done, w.failed, w.during,
+	       sysfs_read_ll(MD_SYS "/raid_disks"));
+	EXPECT_EQ(0, w.failed);
+	EXPECT_LE(5, w.during)
+		TH_LOG("the reshape was not under way during the writes");
+	EXPECT_TRUE(md_action_is("idle"));
+	EXPECT_EQ(3, sysfs_read_ll(MD_SYS "/raid_disks"));
+
+	if (!_metadata->exit_code) {
+		m.nlegs = 3;
+		snprintf(m.legs[2], sizeof(m.legs[2]), "/dev/%s", m.nvme[2]);
+		EXPECT_EQ(-1, mir_diff(&m));
+		EXPECT_EQ(0, sysfs_read_ll(MD_SYS "/degraded"));
+		EXPECT_EQ(0, mir_mismatches());
+		mir_legs_check(_metadata, &m);
+	}
+	mir_free(&m);
+}
+
 /* Hits of the kprobe on bitmap_start_behind_write(), or -1. */
 static long long behind_hits(void)
 {

@@ -78,8 +78,8 @@
  * Readers and the chaos thread's other operations cover the whole file.
  *
  * The race must be proven: the router's counters must show routed reads
- * that DMAed, asynchronous ones among them, and (except on md raid1, which refuses writes from P2PDMA
- * memory and has them copied) routed writes that DMAed; and the log must
+ * that DMAed, asynchronous ones among them, and routed writes that
+ * DMAed (on md raid1 too: to both legs); and the log must
  * show reads that overlapped writes of the same words in time, and
  * routed writes that overlapped other writes of the same words.  A
  * missing router, drive, provider or md flag is a failure, never a skip.
@@ -1292,7 +1292,7 @@ FIXTURE_VARIANT(race) {
 	int nvme;		/* first rig drive */
 	int members;		/* > 1: md over that many rig drives */
 	int level;		/* its RAID level */
-	bool p2p_write;		/* routed writes DMA (not on raid1) */
+	bool p2p_write;		/* routed writes DMA */
 };
 
 FIXTURE_VARIANT_ADD(race, xfs) {
@@ -1303,9 +1303,8 @@ FIXTURE_VARIANT_ADD(race, raw) {
 	.fs = NULL, .nvme = 2, .members = 1, .p2p_write = true };
 FIXTURE_VARIANT_ADD(race, raid0) {
 	.fs = NULL, .nvme = 0, .members = 2, .level = 0, .p2p_write = true };
-/* md raid1 refuses writes from P2PDMA memory: they are copied. */
 FIXTURE_VARIANT_ADD(race, raid1_xfs) {
-	.fs = "xfs", .nvme = 1, .members = 2, .level = 1, .p2p_write = false };
+	.fs = "xfs", .nvme = 1, .members = 2, .level = 1, .p2p_write = true };
 
 static const char *const knob_paths[3] = {
 	P2P_ENABLED, P2P_COPY_MBPS, P2P_COPY_FROM,

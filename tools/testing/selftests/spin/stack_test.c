@@ -1667,6 +1667,22 @@ static const struct { bool direct; off_t off; size_t len; } mir_writes[] = {
 	{ false, 10 * MiB + 4095, 1 * MiB + 2 },
 };
 
+/* Make write @i of mir_writes[] (seed + 1 + @i), log it, keep errno. */
+static ssize_t mir_write_nth(struct __test_metadata *_metadata, struct mir *m,
+			     unsigned int i)
+{
+	ssize_t n = mir_write(m, m->dev, mir_writes[i].direct,
+			      mir_writes[i].off, mir_writes[i].len,
+			      m->seed + 1 + i);
+	int err = errno;
+
+	TH_LOG("%s write of %zu at %lld: %zd (%s)",
+	       mir_writes[i].direct ? "O_DIRECT" : "routed", mir_writes[i].len,
+	       (long long)mir_writes[i].off, n, n < 0 ? strerror(err) : "");
+	errno = err;
+	return n;
+}
+
 FIXTURE(mirror) {
 	struct mir m;
 };
@@ -1713,12 +1729,7 @@ TEST_F_TIMEOUT(mirror, every_leg, 300)
 	eremote0 = router_stat("fallback_eremoteio");
 
 	for (i = 0; i < ARRAY_SIZE(mir_writes); i++) {
-		n = mir_write(m, m->dev, mir_writes[i].direct, mir_writes[i].off,
-			      mir_writes[i].len, m->seed + 1 + i);
-		TH_LOG("%s write of %zu at %lld: %zd (%s)",
-		       mir_writes[i].direct ? "O_DIRECT" : "routed",
-		       mir_writes[i].len, (long long)mir_writes[i].off, n,
-		       n < 0 ? strerror(errno) : "");
+		n = mir_write_nth(_metadata, m, i);
 		ASSERT_EQ((ssize_t)mir_writes[i].len, n);
 	}
 	/* The routed ones were DMAed, none refused. */
@@ -1780,12 +1791,7 @@ TEST_F_TIMEOUT(mirror, unreachable_leg, 300)
 	unreach0 = router_stat("fallback_unreachable");
 
 	for (i = 0; i < ARRAY_SIZE(mir_writes); i++) {
-		n = mir_write(m, m->dev, mir_writes[i].direct, mir_writes[i].off,
-			      mir_writes[i].len, m->seed + 1 + i);
-		TH_LOG("%s write of %zu at %lld: %zd (%s)",
-		       mir_writes[i].direct ? "O_DIRECT" : "routed",
-		       mir_writes[i].len, (long long)mir_writes[i].off, n,
-		       n < 0 ? strerror(errno) : "");
+		n = mir_write_nth(_metadata, m, i);
 		if (mir_writes[i].direct) {
 			ASSERT_EQ(-1, n);
 			ASSERT_EQ(EREMOTEIO, errno);
@@ -2171,8 +2177,7 @@ TEST_F_TIMEOUT(mirror, write_mostly, 300)
 		if (!mir_writes[i].direct &&
 		    (mir_writes[i].off | mir_writes[i].len) % 4096)
 			continue;
-		n = mir_write(m, m->dev, mir_writes[i].direct, mir_writes[i].off,
-			      mir_writes[i].len, m->seed + 1 + i);
+		n = mir_write_nth(_metadata, m, i);
 		ASSERT_EQ((ssize_t)mir_writes[i].len, n);
 	}
 	TH_LOG("writes behind for device memory: %lld",
@@ -2183,8 +2188,7 @@ TEST_F_TIMEOUT(mirror, write_mostly, 300)
 		if (mir_writes[i].direct ||
 		    !((mir_writes[i].off | mir_writes[i].len) % 4096))
 			continue;
-		n = mir_write(m, m->dev, mir_writes[i].direct, mir_writes[i].off,
-			      mir_writes[i].len, m->seed + 1 + i);
+		n = mir_write_nth(_metadata, m, i);
 		ASSERT_EQ((ssize_t)mir_writes[i].len, n);
 	}
 

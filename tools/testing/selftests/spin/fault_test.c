@@ -33,7 +33,6 @@
 #include "spin_util.h"
 #include "../kselftest_harness.h"
 
-#define P2P_ROUTER	"/sys/kernel/mm/p2p_router"
 #define FAIL_DIR	"/sys/kernel/debug/fail_make_request"
 #define DEV_SIZE	(32 * MiB)
 #define MAP_LEN		(2 * MiB)
@@ -81,7 +80,7 @@ static int faults(FIXTURE_DATA(fault) *self, bool on)
 
 FIXTURE_SETUP(fault)
 {
-	char cmd[1024], members[512] = "", nvme_dev[SYSFS_LEN];
+	char cmd[1024], members[512], nvme_dev[SYSFS_LEN];
 	size_t i;
 	int wfd;
 
@@ -95,14 +94,9 @@ FIXTURE_SETUP(fault)
 	}
 	run_cmd("mdadm --stop " MD " 2>/dev/null");
 	run_cmd("dmsetup remove --noudevsync " DUST " 2>/dev/null");
-	for (i = 0; i < (size_t)variant->members; i++) {
-		size_t l = strlen(members);
-
+	for (i = 0; i < (size_t)variant->members; i++)
 		if (nvme_rig_ns(i, self->ns[i], sizeof(self->ns[i])))
 			SKIP(return, "rig NVMe drive %zu not found", i);
-		snprintf(members + l, sizeof(members) - l, " /dev/%s",
-			 self->ns[i]);
-	}
 	ASSERT_EQ(0, nvme_pci_dev(self->ns[0], nvme_dev, sizeof(nvme_dev)));
 	if (p2pmem_find(nvme_dev, true, self->provider,
 			sizeof(self->provider)))
@@ -111,25 +105,18 @@ FIXTURE_SETUP(fault)
 	snprintf(self->dev, sizeof(self->dev), "/dev/%s", self->ns[0]);
 
 	if (variant->members > 1) {
-		for (i = 0; i < (size_t)variant->members; i++) {
-			snprintf(cmd, sizeof(cmd),
-				 "mdadm --zero-superblock /dev/%s 2>/dev/null",
-				 self->ns[i]);
-			run_cmd(cmd);
-		}
-		snprintf(cmd, sizeof(cmd),
-			 "mdadm --create " MD " --run --quiet --force --assume-clean --level=0 --chunk=64 --raid-devices=%d%s",
-			 variant->members, members);
-		ASSERT_EQ(0, run_cmd(cmd));
+		ASSERT_EQ(0, md_create(MD, variant->members, self->ns, NULL,
+				       members, sizeof(members),
+				       "--level=0 --chunk=64"));
 		self->assembled = true;
 		snprintf(self->dev, sizeof(self->dev), MD);
 	}
 	if (variant->dust) {
 		/* dm-dust counts in 512-byte sectors; blksz 4096. */
 		/* No udev in the rig: mknodes makes /dev/mapper/<name>. */
-		snprintf(cmd, sizeof(cmd),
-			 "dmsetup create --noudevsync " DUST " --table '0 %lu dust /dev/%s 0 4096' && dmsetup mknodes " DUST,
-			 DEV_SIZE / 512, self->ns[0]);
+		xsnprintf(cmd, sizeof(cmd),
+			  "dmsetup create --noudevsync " DUST " --table '0 %lu dust /dev/%s 0 4096' && dmsetup mknodes " DUST,
+			  DEV_SIZE / 512, self->ns[0]);
 		ASSERT_EQ(0, run_cmd(cmd));
 		self->dust = true;
 		snprintf(self->dev, sizeof(self->dev), "/dev/mapper/" DUST);
@@ -300,18 +287,10 @@ static void verify_all(struct __test_metadata *_metadata,
 	}
 }
 
-static long long router_stat(const char *name)
-{
-	char path[PATH_MAX];
-
-	snprintf(path, sizeof(path), P2P_ROUTER "/stats/%s", name);
-	return sysfs_read_ll(path);
-}
-
 TEST_F_TIMEOUT(fault, reads_and_writes, 600)
 {
 	long long err0 = router_stat("fallback_error");
-	long long seg0, bytes0, seg, bytes, fired = 0;
+	long long seg0, bytes0, seg, bytes, left, fired = 0;
 	struct op_counts c;
 
 	seg0 = router_stat("p2p_segments");
@@ -324,8 +303,8 @@ TEST_F_TIMEOUT(fault, reads_and_writes, 600)
 
 		/* Every 97th block of the first 16 MiB reads as an error. */
 		for (i = 0; i < 4096; i += 97) {
-			snprintf(cmd, sizeof(cmd),
-				 "dmsetup message " DUST " 0 addbadblock %d >/dev/null", i);
+			xsnprintf(cmd, sizeof(cmd),
+				  "dmsetup message " DUST " 0 addbadblock %d >/dev/null", i);
 			ASSERT_EQ(0, run_cmd(cmd));
 		}
 		ASSERT_EQ(0, run_cmd("dmsetup message " DUST " 0 enable"));
@@ -335,7 +314,8 @@ TEST_F_TIMEOUT(fault, reads_and_writes, 600)
 		ASSERT_EQ(0, faults(self, true));
 		read_ops(_metadata, self, OPS, true, &c);
 		ASSERT_EQ(0, faults(self, false));
-		fired = FAIL_TIMES - sysfs_read_ll(FAIL_DIR "/times");
+		ASSERT_EQ(0, sysfs_read_ll(FAIL_DIR "/times", &left));
+		fired = FAIL_TIMES - left;
 	}
 	seg = router_stat("p2p_segments") - seg0;
 	bytes = router_stat("p2p_bytes") - bytes0;
@@ -427,20 +407,8 @@ static bool wb_is_new(size_t page)
  */
 static int wb_mkfs_mount(const char *fs, const char *ns)
 {
-	char cmd[512];
-
-	umount2(WB_MNT, MNT_DETACH);
-	mkdir(WB_MNT, 0755);
-	if (!strcmp(fs, "xfs"))
-		snprintf(cmd, sizeof(cmd), "mkfs.xfs -q -f /dev/%s", ns);
-	else
-		snprintf(cmd, sizeof(cmd),
-			 "mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 /dev/%s",
-			 ns);
-	if (run_cmd(cmd))
-		return -EIO;
-	snprintf(cmd, sizeof(cmd), "/dev/%s", ns);
-	return mount(cmd, WB_MNT, fs, 0, NULL) ? -errno : 0;
+	return mkfs_mount_opts(fs, ns, WB_MNT,
+			       " -E lazy_itable_init=0,lazy_journal_init=0");
 }
 
 static int wb_knob_write(const char *knob, const char *val)
@@ -629,7 +597,9 @@ TEST_F_TIMEOUT(wberr, read_after_failed_writeback, 180)
 			      SYNC_FILE_RANGE_WAIT_AFTER);
 	err = errno;
 	ASSERT_EQ(0, wb_make_it_fail(self, false));
-	left = sysfs_read_ll(FAIL_DIR "/times");
+	/* Unreadable: -1, which the ASSERT_LE(0, left) below fails on. */
+	if (sysfs_read_ll(FAIL_DIR "/times", &left))
+		left = -1;
 	fired = FAIL_TIMES - left;
 	TH_LOG("%zu NEW pages; sync_file_range: %d (%s); %lld bios failed",
 	       nnew, ret, ret ? strerror(err) : "ok", fired);

@@ -30,7 +30,6 @@
 #include "spin_util.h"
 #include "../kselftest_harness.h"
 
-#define P2P_ROUTER	"/sys/kernel/mm/p2p_router"
 #define FILE_SIZE	(8 * MiB + 123)
 #define MAP_LEN		(4 * MiB)
 #define MNT		"/mnt/spin-hostile"
@@ -255,9 +254,9 @@ static void other_fs(struct __test_metadata *_metadata,
 	mkdir(mnt, 0755);
 	if (mkfs) {
 		/* A file system image in a file on the XFS. */
-		snprintf(cmd, sizeof(cmd),
-			 "truncate -s 64M " MNT "/img && %s " MNT "/img >/dev/null && "
-			 "mount -o loop " MNT "/img %s", mkfs, mnt);
+		xsnprintf(cmd, sizeof(cmd),
+			  "truncate -s 64M " MNT "/img && %s " MNT "/img >/dev/null && "
+			  "mount -o loop " MNT "/img %s", mkfs, mnt);
 		ASSERT_EQ(0, run_cmd(cmd))
 			TH_LOG("cannot make and mount %s", what);
 	} else {

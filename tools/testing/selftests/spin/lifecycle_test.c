@@ -30,8 +30,6 @@
 #include "spin_util.h"
 #include "../kselftest_harness.h"
 
-#define P2P_ROUTER	"/sys/kernel/mm/p2p_router"
-#define P2P_STATS	P2P_ROUTER "/stats/"
 #define DRIVER		"/sys/bus/pci/drivers/p2pmem_bar"
 #define FILE_SIZE	(48 * MiB)
 #define READ_LEN	(8 * MiB)
@@ -324,6 +322,7 @@ static void provider_goes_away(struct __test_metadata *_metadata,
 	char path[PATH_MAX], c;
 	struct timespec t0, t1;
 	int pipefd[2], status, i, round;
+	long long published;
 	pid_t pid;
 
 	for (round = 0; round < 3; round++) {
@@ -372,9 +371,13 @@ static void provider_goes_away(struct __test_metadata *_metadata,
 		}
 		snprintf(path, sizeof(path), "%s/p2pmem/published",
 			 self->provider);
-		for (i = 0; i < 100 && sysfs_read_ll(path) != 1; i++)
+		for (i = 0; i < 100 && (sysfs_read_ll(path, &published) ||
+					published != 1); i++)
 			sleep_us(50000);
-		ASSERT_EQ(1, sysfs_read_ll(path))
+		ASSERT_EQ(0, sysfs_read_ll(path, &published))
+			TH_LOG("%s did not come back as a published provider",
+			       self->bdf);
+		ASSERT_EQ(1, published)
 			TH_LOG("%s did not come back as a published provider",
 			       self->bdf);
 		check_after(_metadata, self);
@@ -501,14 +504,6 @@ static const char *const st_names[ST_NR] = {
 	"routed_writes", "p2p_write_bytes",
 };
 
-static long long p2p_stat(const char *name)
-{
-	char path[PATH_MAX];
-
-	snprintf(path, sizeof(path), P2P_STATS "%s", name);
-	return sysfs_read_ll(path);
-}
-
 /*
  * P-readahead and routed writes in a memory cgroup whose memory.max is
  * a third of the file: the cgroup reclaims its own page cache (the partition
@@ -518,7 +513,8 @@ static long long p2p_stat(const char *name)
  */
 TEST_F_TIMEOUT(lifecycle, memcg_limit, 300)
 {
-	long long oom0, file_kb, max_events, ra_kb, st0[ST_NR], d[ST_NR];
+	long long oom0, file_kb, max_events, enabled, ra_kb;
+	long long st0[ST_NR], d[ST_NR];
 	char val[32], line[256];
 	size_t len = 0;
 	int status, i;
@@ -527,14 +523,15 @@ TEST_F_TIMEOUT(lifecycle, memcg_limit, 300)
 	ASSERT_TRUE(has_memory_controller())
 		TH_LOG("no cgroup2 memory controller");
 	/* The premise: the router on, P-readahead on (the defaults). */
-	ASSERT_EQ(1, sysfs_read_ll(P2P_ROUTER "/enabled"));
-	ra_kb = sysfs_read_ll(P2P_ROUTER "/readahead_kb");
+	ASSERT_EQ(0, sysfs_read_ll(P2P_ROUTER "/enabled", &enabled));
+	ASSERT_EQ(1, enabled);
+	ASSERT_EQ(0, sysfs_read_ll(P2P_ROUTER "/readahead_kb", &ra_kb));
 	ASSERT_LT(0, ra_kb) TH_LOG("P-readahead is off (readahead_kb %lld)",
 				   ra_kb);
 	for (i = 0; i < ST_NR; i++) {
 		const char *name = st_names[i];
 
-		ASSERT_LE(0, p2p_stat(name)) TH_LOG("no counter %s", name);
+		ASSERT_LE(0, router_stat(name)) TH_LOG("no counter %s", name);
 	}
 	rmdir(CG);
 	ASSERT_EQ(0, mkdir(CG, 0755));
@@ -544,7 +541,7 @@ TEST_F_TIMEOUT(lifecycle, memcg_limit, 300)
 	oom0 = vmstat("oom_kill");
 	/* After the drop, which takes pages out of the partition too. */
 	for (i = 0; i < ST_NR; i++)
-		st0[i] = p2p_stat(st_names[i]);
+		st0[i] = router_stat(st_names[i]);
 
 	pid = fork();
 	ASSERT_LE(0, pid);
@@ -558,7 +555,7 @@ TEST_F_TIMEOUT(lifecycle, memcg_limit, 300)
 	}
 	ASSERT_EQ(pid, waitpid(pid, &status, 0));
 	for (i = 0; i < ST_NR; i++) {
-		d[i] = p2p_stat(st_names[i]) - st0[i];
+		d[i] = router_stat(st_names[i]) - st0[i];
 		len += snprintf(line + len, sizeof(line) - len, " %s=%lld",
 				st_names[i], d[i]);
 	}
@@ -586,7 +583,7 @@ TEST_F_TIMEOUT(lifecycle, memcg_limit, 300)
 	EXPECT_LT(0, d[ST_P2P_WRITE_BYTES]);
 	/* Nothing is left counted in the partition once the cache is gone. */
 	ASSERT_EQ(0, drop_caches());
-	EXPECT_EQ(0, p2p_stat("ra_partition_pages"));
+	EXPECT_EQ(0, router_stat("ra_partition_pages"));
 	EXPECT_EQ(0, rmdir(CG));
 	check_after(_metadata, self);
 }

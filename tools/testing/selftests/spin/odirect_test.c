@@ -271,7 +271,7 @@ TEST_F_TIMEOUT(odirect, unreachable_buffered, 180)
 /*
  * A cold plain pread into device memory that the drive can reach is
  * served by P2P DMA, so it leaves the page cache empty: the P-router
- * (mm/filemap_p2p.c) serves it, and router_test covers it in depth.
+ * (mm/p2p_router.c) serves it, and router_test covers it in depth.
  */
 TEST_F_TIMEOUT(odirect, pread_bypasses_page_cache, 180)
 {

@@ -35,7 +35,7 @@ TEST_F(provider, published)
 	ssize_t n;
 
 	snprintf(path, sizeof(path), "%s/p2pmem/size", self->dev);
-	size = sysfs_read_ll(path);
+	ASSERT_EQ(0, sysfs_read_ll(path, &size));
 	avail = p2pmem_available(self->dev);
 	TH_LOG("size %lld available %lld", size, avail);
 	ASSERT_GT(size, 0);

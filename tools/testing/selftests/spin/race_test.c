@@ -100,7 +100,6 @@
 #include "spin_util.h"
 #include "../kselftest_harness.h"
 
-#define P2P_ROUTER	"/sys/kernel/mm/p2p_router"
 #define P2P_ENABLED	P2P_ROUTER "/enabled"
 #define P2P_COPY_MBPS	P2P_ROUTER "/copy_mbps"
 #define P2P_COPY_FROM	P2P_ROUTER "/copy_from_mbps"
@@ -1232,13 +1231,10 @@ static const char *const stat_names[NR_STATS] = {
 static const char *stats_read(long long *v)
 {
 	const char *missing = NULL;
-	char path[PATH_MAX];
 	int i;
 
 	for (i = 0; i < NR_STATS; i++) {
-		snprintf(path, sizeof(path), P2P_ROUTER "/stats/%s",
-			 stat_names[i]);
-		v[i] = sysfs_read_ll(path);
+		v[i] = router_stat(stat_names[i]);
 		if (v[i] < 0)
 			missing = stat_names[i];
 	}
@@ -1313,7 +1309,8 @@ static const char *const knob_paths[3] = {
 FIXTURE_SETUP(race)
 {
 	char members[512] = "", path[PATH_MAX];
-	int i, ret;
+	long long p2p;
+	int i;
 
 	/* What the rig always has: anything missing is a failure. */
 	ASSERT_EQ(0, access(P2P_ROUTER "/stats/p2p_write_bytes", F_OK))
@@ -1336,16 +1333,18 @@ FIXTURE_SETUP(race)
 	snprintf(self->blk, sizeof(self->blk), "%s", self->ns[0]);
 
 	if (variant->members > 1) {
-		ASSERT_EQ(0, md_create(MD, variant->level, variant->members,
-				       self->ns, members, sizeof(members)))
+		ASSERT_EQ(0, md_create(MD, variant->members, self->ns, NULL,
+				       members, sizeof(members), "--level=%d",
+				       variant->level))
 			TH_LOG("cannot assemble md raid%d over%s",
 			       variant->level, members);
 		self->assembled = true;
 		snprintf(self->blk, sizeof(self->blk), "md0");
 		/* Without it the router is never asked: a lost md flag. */
 		snprintf(path, sizeof(path), "/sys/block/md0/queue/pci_p2pdma");
-		ret = sysfs_read_ll(path);
-		ASSERT_EQ(1, ret) TH_LOG(MD " does not pass P2PDMA");
+		ASSERT_EQ(0, sysfs_read_ll(path, &p2p))
+			TH_LOG(MD " does not pass P2PDMA");
+		ASSERT_EQ(1, p2p) TH_LOG(MD " does not pass P2PDMA");
 	}
 
 	if (variant->fs) {

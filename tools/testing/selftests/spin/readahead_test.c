@@ -32,23 +32,13 @@
 #include <sys/sysmacros.h>
 
 #include "spin_util.h"
+#include "spin_router.h"
 #include "../kselftest_harness.h"
 
-#define P2P_ROUTER	"/sys/kernel/mm/p2p_router"
-#define P2P_ENABLED	P2P_ROUTER "/enabled"
-#define P2P_COPY_MBPS	P2P_ROUTER "/copy_mbps"
-#define P2P_COPY_FROM	P2P_ROUTER "/copy_from_mbps"
-#define P2P_COST_NS	P2P_ROUTER "/p2p_cost_ns"
 #define P2P_RA_MBPS	P2P_ROUTER "/ra_mbps"
-#define P2P_RA_KB	P2P_ROUTER "/readahead_kb"
-#define P2P_STATS	P2P_ROUTER "/stats/"
-#define P2P_RA_GAUGE	P2P_STATS "ra_partition_pages"
 #define LRU_GEN		"/sys/kernel/mm/lru_gen/enabled"
 
-/* The router's documented defaults, as router_test sets them. */
-#define DEFAULT_COST_NS		"4096:80000 131072:120000 1048576:380000"
-#define DEFAULT_COPY_MBPS	"4000"
-#define DEFAULT_COPY_FROM	"200"
+/* What this test sets besides the router's defaults (spin_router.h): */
 #define DEFAULT_RA_MBPS		"4000"	/* P-readahead as fast as a copy */
 /* readahead_kb's default in the rig (RAM/1024, at least 4096 KiB). */
 #define DEFAULT_RA_KB		4096
@@ -86,12 +76,9 @@ struct ra_stats {
 	long long ra_partition_pages;	/* a gauge: its delta is a change */
 };
 
-#define STAT_FILE(name) { #name, offsetof(struct ra_stats, name) }
+#define STAT_FILE(name) ROUTER_STAT_FILE(struct ra_stats, name)
 
-static const struct {
-	const char *name;
-	size_t off;
-} stat_files[] = {
+static const struct router_stat_file stat_files[] = {
 	STAT_FILE(routed_reads),
 	STAT_FILE(p2p_segments),
 	STAT_FILE(p2p_bytes),
@@ -109,43 +96,19 @@ static const struct {
 
 static void stats_read(struct ra_stats *s)
 {
-	char path[PATH_MAX];
-	unsigned int i;
-
-	for (i = 0; i < ARRAY_SIZE(stat_files); i++) {
-		snprintf(path, sizeof(path), P2P_STATS "%s", stat_files[i].name);
-		*(long long *)((char *)s + stat_files[i].off) =
-			sysfs_read_ll(path);
-	}
+	router_stats_read(stat_files, ARRAY_SIZE(stat_files), s);
 }
 
-/* Whether every counter could be read: a missing one reads as -1. */
+/* Whether every counter could be read. */
 static bool stats_readable(void)
 {
-	struct ra_stats s;
-	unsigned int i;
-
-	stats_read(&s);
-	for (i = 0; i < ARRAY_SIZE(stat_files); i++)
-		if (*(long long *)((char *)&s + stat_files[i].off) < 0)
-			return false;
-	return true;
+	return router_stats_readable(stat_files, ARRAY_SIZE(stat_files));
 }
 
 /* What changed since @before. */
 static void stats_delta(const struct ra_stats *before, struct ra_stats *delta)
 {
-	struct ra_stats now;
-	unsigned int i;
-
-	stats_read(&now);
-	for (i = 0; i < ARRAY_SIZE(stat_files); i++) {
-		size_t off = stat_files[i].off;
-
-		*(long long *)((char *)delta + off) =
-			*(long long *)((char *)&now + off) -
-			*(const long long *)((const char *)before + off);
-	}
+	router_stats_delta(stat_files, ARRAY_SIZE(stat_files), before, delta);
 }
 
 /* The counters that moved, on one line: what a failing test needs to say. */
@@ -153,25 +116,16 @@ static void stats_log(struct __test_metadata *_metadata, const char *what,
 		      const struct ra_stats *delta)
 {
 	char line[1024];
-	size_t len = 0;
-	unsigned int i;
 
-	line[0] = '\0';
-	for (i = 0; i < ARRAY_SIZE(stat_files) && len < sizeof(line); i++) {
-		long long v = *(const long long *)((const char *)delta +
-						   stat_files[i].off);
-
-		if (v)
-			len += snprintf(line + len, sizeof(line) - len,
-					" %s=%lld", stat_files[i].name, v);
-	}
-	TH_LOG("%s:%s", what, len ? line : " no counter moved");
+	TH_LOG("%s:%s", what, router_stats_moved(stat_files,
+						 ARRAY_SIZE(stat_files), delta,
+						 line, sizeof(line)));
 }
 
-/* Pages in the partition now. */
+/* Pages in the partition now (-1 if unreadable, as router_stat()). */
 static long long partition_pages(void)
 {
-	return sysfs_read_ll(P2P_RA_GAUGE);
+	return router_stat("ra_partition_pages");
 }
 
 /* The most pages the partition may hold with a cap of @kb KiB. */
@@ -190,24 +144,16 @@ static int set_ra_kb(long long kb)
 
 /* The tunables, as read from sysfs, to put back what a test changed. */
 struct ra_knobs {
-	char enabled[16];
-	char copy_mbps[32];
-	char copy_from[32];
+	struct router_knobs router;
 	char ra_mbps[32];
-	char cost_ns[256];
-	char readahead_kb[32];
 	char bdi_ra_kb[32];
 	char lru_gen[32];	/* empty without CONFIG_LRU_GEN */
 };
 
 static int knobs_save(struct ra_knobs *k, const char *bdi_ra)
 {
-	if (sysfs_read(P2P_ENABLED, k->enabled, sizeof(k->enabled)) ||
-	    sysfs_read(P2P_COPY_MBPS, k->copy_mbps, sizeof(k->copy_mbps)) ||
-	    sysfs_read(P2P_COPY_FROM, k->copy_from, sizeof(k->copy_from)) ||
+	if (router_knobs_save(&k->router) ||
 	    sysfs_read(P2P_RA_MBPS, k->ra_mbps, sizeof(k->ra_mbps)) ||
-	    sysfs_read(P2P_COST_NS, k->cost_ns, sizeof(k->cost_ns)) ||
-	    sysfs_read(P2P_RA_KB, k->readahead_kb, sizeof(k->readahead_kb)) ||
 	    sysfs_read(bdi_ra, k->bdi_ra_kb, sizeof(k->bdi_ra_kb)))
 		return -1;
 	k->lru_gen[0] = '\0';
@@ -222,12 +168,9 @@ static int knobs_restore(const struct ra_knobs *k, const char *bdi_ra)
 {
 	int ret = 0;
 
-	ret |= sysfs_write(P2P_RA_KB, k->readahead_kb);
-	ret |= sysfs_write(P2P_COST_NS, k->cost_ns);
-	ret |= sysfs_write(P2P_COPY_MBPS, k->copy_mbps);
-	ret |= sysfs_write(P2P_COPY_FROM, k->copy_from);
+	/* ra_mbps first: router_knobs_restore() puts "enabled" back last. */
 	ret |= sysfs_write(P2P_RA_MBPS, k->ra_mbps);
-	ret |= sysfs_write(P2P_ENABLED, k->enabled);
+	ret |= router_knobs_restore(&k->router);
 	ret |= sysfs_write(bdi_ra, k->bdi_ra_kb);
 	if (k->lru_gen[0])
 		ret |= sysfs_write(LRU_GEN, k->lru_gen);
@@ -237,7 +180,9 @@ static int knobs_restore(const struct ra_knobs *k, const char *bdi_ra)
 /* Whether MGLRU is on: lru_gen/enabled reads as a mask, 0x0000 when off. */
 static bool mglru_on(void)
 {
-	return sysfs_read_ll(LRU_GEN) > 0;
+	long long mask;
+
+	return !sysfs_read_ll(LRU_GEN, &mask) && mask > 0;
 }
 
 /*
@@ -247,12 +192,8 @@ static bool mglru_on(void)
  */
 static int knobs_set(bool mglru, const char *bdi_ra)
 {
-	if (sysfs_write(P2P_COST_NS, DEFAULT_COST_NS) ||
-	    sysfs_write(P2P_COPY_MBPS, DEFAULT_COPY_MBPS) ||
-	    sysfs_write(P2P_COPY_FROM, DEFAULT_COPY_FROM) ||
-	    sysfs_write(P2P_RA_MBPS, DEFAULT_RA_MBPS) ||
-	    sysfs_write(P2P_ENABLED, "1") ||
-	    set_ra_kb(DEFAULT_RA_KB) ||
+	if (sysfs_write(P2P_RA_MBPS, DEFAULT_RA_MBPS) ||
+	    router_knobs_default(DEFAULT_RA_KB) ||
 	    sysfs_write(bdi_ra, BDI_RA_KB))
 		return -1;
 	if (access(LRU_GEN, F_OK))
@@ -440,15 +381,8 @@ FIXTURE_TEARDOWN(readahead)
 static int make_file(const char *name, size_t size, uint64_t seed,
 		     char *path, size_t len)
 {
-	int fd, ret;
-
 	snprintf(path, len, MNT "/%s", name);
-	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
-	if (fd < 0)
-		return -errno;
-	ret = write_pattern(fd, size, seed);
-	close(fd);
-	return ret;
+	return write_pattern_file(path, size, seed);
 }
 
 /*
@@ -1475,7 +1409,7 @@ static long long ram_kb(void)
  */
 TEST(knobs_validate)
 {
-	long long ram = ram_kb(), def, cur;
+	long long ram = ram_kb(), def, cur, kb = -1;
 	char saved[32], big[32], huge[32], fine[32];
 	const char *bad[] = { "abc", "-1", "\n", "12abc", big, huge };
 	struct {
@@ -1506,17 +1440,19 @@ TEST(knobs_validate)
 	for (i = 0; i < ARRAY_SIZE(good); i++) {
 		EXPECT_EQ(0, sysfs_write(P2P_RA_KB, good[i].val))
 			TH_LOG("readahead_kb \"%s\" refused", good[i].val);
-		EXPECT_EQ(good[i].kb / (PAGE / KiB) * (PAGE / KiB),
-			  sysfs_read_ll(P2P_RA_KB));
+		EXPECT_EQ(0, sysfs_read_ll(P2P_RA_KB, &kb));
+		EXPECT_EQ(good[i].kb / (PAGE / KiB) * (PAGE / KiB), kb);
 	}
 	EXPECT_EQ(0, sysfs_write(P2P_RA_KB, "2048"));
 	for (i = 0; i < ARRAY_SIZE(bad); i++) {
 		EXPECT_EQ(-EINVAL, sysfs_write(P2P_RA_KB, bad[i]))
 			TH_LOG("readahead_kb \"%s\" accepted", bad[i]);
-		EXPECT_EQ(2048, sysfs_read_ll(P2P_RA_KB));
+		EXPECT_EQ(0, sysfs_read_ll(P2P_RA_KB, &kb));
+		EXPECT_EQ(2048, kb);
 	}
 	EXPECT_EQ(0, sysfs_write(P2P_RA_KB, saved));
-	EXPECT_EQ(cur, sysfs_read_ll(P2P_RA_KB));
+	EXPECT_EQ(0, sysfs_read_ll(P2P_RA_KB, &kb));
+	EXPECT_EQ(cur, kb);
 }
 
 TEST_HARNESS_MAIN

@@ -67,28 +67,15 @@
 #define NVME_CLASS	"/sys/class/nvme"
 #define MNT		"/mnt/spin-remote"
 #define FILE_IMG	"/tmp/spin-remote.img"
-#define P2P_ROUTER	"/sys/kernel/mm/p2p_router"
 
 #define DATA_SIZE	(8 * MiB + 3 * 4 * KiB + 100)	/* odd on purpose */
 #define MAP_LEN		(8 * MiB)
 #define POISON		0xa5
 
-/* A counter of the P2P router, or -1. */
-static long long router_stat(const char *name)
-{
-	char path[PATH_MAX];
-
-	snprintf(path, sizeof(path), P2P_ROUTER "/stats/%s", name);
-	return sysfs_read_ll(path);
-}
-
 /* queue/pci_p2pdma of a block device by name ("nvme2n1"), or -1 */
 static int queue_p2p(const char *ns)
 {
-	char path[PATH_MAX];
-
-	snprintf(path, sizeof(path), "/sys/block/%s/queue/pci_p2pdma", ns);
-	return sysfs_read_ll(path);
+	return queue_limit(ns, "pci_p2pdma");
 }
 
 /*
@@ -416,9 +403,8 @@ static int ctrl_disks_p2p(int ctrl, int *disks)
 
 		snprintf(path, sizeof(path), "%s/%s/queue/pci_p2pdma", dir,
 			 names[i]->d_name);
-		v = strncmp(names[i]->d_name, "nvme", 4) ? -1 :
-		    sysfs_read_ll(path);
-		if (v >= 0) {
+		if (!strncmp(names[i]->d_name, "nvme", 4) &&
+		    !sysfs_read_ll(path, &v) && v >= 0) {
 			(*disks)++;
 			p2p += v == 1;
 		}
@@ -554,7 +540,7 @@ static int remote_start(FIXTURE_DATA(remote) *self,
 			const char **step)
 {
 	char dev[NAME_MAX + 8], opts[256];
-	int ret, i, fd;
+	int ret, i;
 
 	*step = "wiping the backing drive";
 	ret = wipe_head(self->backing);
@@ -611,11 +597,7 @@ static int remote_start(FIXTURE_DATA(remote) *self,
 	if (!self->model)
 		return -ENOMEM;
 	pattern_fill(self->model, DATA_SIZE, 0, self->seed);
-	fd = open(self->path, O_RDWR | O_CREAT | O_TRUNC, 0644);
-	if (fd < 0)
-		return -errno;
-	ret = write_pattern(fd, DATA_SIZE, self->seed);
-	close(fd);
+	ret = write_pattern_file(self->path, DATA_SIZE, self->seed);
 	if (ret)
 		return ret;
 	ret = drop_caches();
@@ -733,6 +715,7 @@ static void kmsg_quiet(struct __test_metadata *_metadata,
 TEST_F_TIMEOUT(remote, feature_flag, 300)
 {
 	char path[PATH_MAX], buf[256];
+	long long enable;
 	int disks, p2p;
 
 	snprintf(path, sizeof(path), NVME_CLASS "/nvme%d/transport",
@@ -756,7 +739,8 @@ TEST_F_TIMEOUT(remote, feature_flag, 300)
 	ASSERT_EQ(0, p2p);
 	ASSERT_EQ(1, queue_p2p(self->backing));
 
-	ASSERT_EQ(1, sysfs_read_ll(NS_DIR "/enable"));
+	ASSERT_EQ(0, sysfs_read_ll(NS_DIR "/enable", &enable));
+	ASSERT_EQ(1, enable);
 	ASSERT_EQ(0, sysfs_read(NS_DIR "/p2pmem", buf, sizeof(buf)));
 	ASSERT_STREQ(self->p2pmem, buf);
 	kmsg_quiet(_metadata, self);
@@ -1089,6 +1073,7 @@ static void p2pmem_is(struct __test_metadata *_metadata, const char *want)
 TEST_F_TIMEOUT(nvmet_p2pmem, attr_values, 120)
 {
 	char drive_pci[SYSFS_LEN], real[PATH_MAX];
+	long long enable;
 	int seen = 0;
 
 	ASSERT_EQ(0, nvmet_subsys_make(self->backing_dev));
@@ -1115,7 +1100,8 @@ TEST_F_TIMEOUT(nvmet_p2pmem, attr_values, 120)
 	p2pmem_is(_metadata, pci_basename(self->near));
 
 	ASSERT_EQ(0, sysfs_write(NS_DIR "/enable", "1"));
-	ASSERT_EQ(1, sysfs_read_ll(NS_DIR "/enable"));
+	ASSERT_EQ(0, sysfs_read_ll(NS_DIR "/enable", &enable));
+	ASSERT_EQ(1, enable);
 	ASSERT_EQ(-EBUSY, sysfs_write(NS_DIR "/p2pmem", "0"));
 	p2pmem_is(_metadata, pci_basename(self->near));
 	ASSERT_EQ(0, sysfs_write(NS_DIR "/enable", "0"));
@@ -1131,6 +1117,7 @@ TEST_F_TIMEOUT(nvmet_p2pmem, attr_values, 120)
  */
 TEST_F_TIMEOUT(nvmet_p2pmem, file_backed, 120)
 {
+	long long enable;
 	int fd, seen = 0;
 
 	fd = open(FILE_IMG, O_RDWR | O_CREAT | O_TRUNC, 0600);
@@ -1141,7 +1128,8 @@ TEST_F_TIMEOUT(nvmet_p2pmem, file_backed, 120)
 	ASSERT_EQ(0, sysfs_write(NS_DIR "/buffered_io", "1"));
 	ASSERT_EQ(0, sysfs_write(NS_DIR "/p2pmem", "1"));
 	ASSERT_EQ(-EINVAL, sysfs_write(NS_DIR "/enable", "1"));
-	ASSERT_EQ(0, sysfs_read_ll(NS_DIR "/enable"));
+	ASSERT_EQ(0, sysfs_read_ll(NS_DIR "/enable", &enable));
+	ASSERT_EQ(0, enable);
 	ASSERT_EQ(0, kmsg_trouble(_metadata, self->kmsg,
 				  "not supported by non-block device namespaces",
 				  &seen));
@@ -1149,7 +1137,8 @@ TEST_F_TIMEOUT(nvmet_p2pmem, file_backed, 120)
 
 	ASSERT_EQ(0, sysfs_write(NS_DIR "/p2pmem", "0"));
 	ASSERT_EQ(0, sysfs_write(NS_DIR "/enable", "1"));
-	ASSERT_EQ(1, sysfs_read_ll(NS_DIR "/enable"));
+	ASSERT_EQ(0, sysfs_read_ll(NS_DIR "/enable", &enable));
+	ASSERT_EQ(1, enable);
 }
 
 /*
@@ -1160,12 +1149,14 @@ TEST_F_TIMEOUT(nvmet_p2pmem, file_backed, 120)
  */
 TEST_F_TIMEOUT(nvmet_p2pmem, unreachable, 120)
 {
+	long long enable;
 	int seen = 0;
 
 	ASSERT_EQ(0, nvmet_subsys_make(self->backing_dev));
 	ASSERT_EQ(0, sysfs_write(NS_DIR "/p2pmem", pci_basename(self->far)));
 	ASSERT_EQ(-EINVAL, sysfs_write(NS_DIR "/enable", "1"));
-	ASSERT_EQ(0, sysfs_read_ll(NS_DIR "/enable"));
+	ASSERT_EQ(0, sysfs_read_ll(NS_DIR "/enable", &enable));
+	ASSERT_EQ(0, enable);
 	ASSERT_EQ(0, kmsg_trouble(_metadata, self->kmsg,
 				  "cannot be used for peer-to-peer DMA",
 				  &seen));
@@ -1173,7 +1164,8 @@ TEST_F_TIMEOUT(nvmet_p2pmem, unreachable, 120)
 
 	ASSERT_EQ(0, sysfs_write(NS_DIR "/p2pmem", pci_basename(self->near)));
 	ASSERT_EQ(0, sysfs_write(NS_DIR "/enable", "1"));
-	ASSERT_EQ(1, sysfs_read_ll(NS_DIR "/enable"));
+	ASSERT_EQ(0, sysfs_read_ll(NS_DIR "/enable", &enable));
+	ASSERT_EQ(1, enable);
 	ASSERT_EQ(0, kmsg_trouble(_metadata, self->kmsg, NULL, NULL));
 }
 

@@ -20,20 +20,8 @@
 #include <sys/uio.h>
 
 #include "spin_util.h"
+#include "spin_router.h"
 #include "../kselftest_harness.h"
-
-#define P2P_ROUTER	"/sys/kernel/mm/p2p_router"
-#define P2P_ENABLED	P2P_ROUTER "/enabled"
-#define P2P_COPY_MBPS	P2P_ROUTER "/copy_mbps"
-#define P2P_COPY_FROM	P2P_ROUTER "/copy_from_mbps"
-#define P2P_COST_NS	P2P_ROUTER "/p2p_cost_ns"
-#define P2P_RA_KB	P2P_ROUTER "/readahead_kb"
-#define P2P_STATS	P2P_ROUTER "/stats/"
-
-/* The documented defaults, which the expectations below are derived from. */
-#define DEFAULT_COST_NS		"4096:80000 131072:120000 1048576:380000"
-#define DEFAULT_COPY_MBPS	"4000"
-#define DEFAULT_COPY_FROM	"200"
 
 #define TRACE_EVENT_DIR	TRACEFS "/events/p2p_router/p2p_router_segment"
 
@@ -71,12 +59,9 @@ struct router_stats {
 	long long nowait_again;
 };
 
-#define STAT_FILE(name) { #name, offsetof(struct router_stats, name) }
+#define STAT_FILE(name) ROUTER_STAT_FILE(struct router_stats, name)
 
-static const struct {
-	const char *name;
-	size_t off;
-} stat_files[] = {
+static const struct router_stat_file stat_files[] = {
 	STAT_FILE(routed_reads),
 	STAT_FILE(p2p_segments),
 	STAT_FILE(p2p_bytes),
@@ -103,44 +88,20 @@ static const struct {
 
 static void stats_read(struct router_stats *s)
 {
-	char path[PATH_MAX];
-	unsigned int i;
-
-	for (i = 0; i < ARRAY_SIZE(stat_files); i++) {
-		snprintf(path, sizeof(path), P2P_STATS "%s", stat_files[i].name);
-		*(long long *)((char *)s + stat_files[i].off) =
-			sysfs_read_ll(path);
-	}
+	router_stats_read(stat_files, ARRAY_SIZE(stat_files), s);
 }
 
-/* Whether every counter could be read: a missing one reads as -1. */
+/* Whether every counter could be read. */
 static bool stats_readable(void)
 {
-	struct router_stats s;
-	unsigned int i;
-
-	stats_read(&s);
-	for (i = 0; i < ARRAY_SIZE(stat_files); i++)
-		if (*(long long *)((char *)&s + stat_files[i].off) < 0)
-			return false;
-	return true;
+	return router_stats_readable(stat_files, ARRAY_SIZE(stat_files));
 }
 
 /* What changed since @before. */
 static void stats_delta(const struct router_stats *before,
 			struct router_stats *delta)
 {
-	struct router_stats now;
-	unsigned int i;
-
-	stats_read(&now);
-	for (i = 0; i < ARRAY_SIZE(stat_files); i++) {
-		size_t off = stat_files[i].off;
-
-		*(long long *)((char *)delta + off) =
-			*(long long *)((char *)&now + off) -
-			*(const long long *)((const char *)before + off);
-	}
+	router_stats_delta(stat_files, ARRAY_SIZE(stat_files), before, delta);
 }
 
 /* The counters that moved, on one line: what a failing test needs to say. */
@@ -148,50 +109,10 @@ static void stats_log(struct __test_metadata *_metadata, const char *what,
 		      const struct router_stats *delta)
 {
 	char line[1024];
-	size_t len = 0;
-	unsigned int i;
 
-	line[0] = '\0';
-	for (i = 0; i < ARRAY_SIZE(stat_files) && len < sizeof(line); i++) {
-		long long v = *(const long long *)((const char *)delta +
-						   stat_files[i].off);
-
-		if (v)
-			len += snprintf(line + len, sizeof(line) - len,
-					" %s=%lld", stat_files[i].name, v);
-	}
-	TH_LOG("%s:%s", what, len ? line : " no counter moved");
-}
-
-/* The tunables, as read from sysfs, to put back what a test changed. */
-struct router_knobs {
-	char enabled[16];
-	char copy_mbps[32];
-	char copy_from[32];
-	char cost_ns[256];
-	char ra_kb[32];
-};
-
-static int knobs_save(struct router_knobs *k)
-{
-	if (sysfs_read(P2P_ENABLED, k->enabled, sizeof(k->enabled)) ||
-	    sysfs_read(P2P_COPY_MBPS, k->copy_mbps, sizeof(k->copy_mbps)) ||
-	    sysfs_read(P2P_COPY_FROM, k->copy_from, sizeof(k->copy_from)) ||
-	    sysfs_read(P2P_COST_NS, k->cost_ns, sizeof(k->cost_ns)) ||
-	    sysfs_read(P2P_RA_KB, k->ra_kb, sizeof(k->ra_kb)))
-		return -1;
-	return 0;
-}
-
-static int knobs_restore(const struct router_knobs *k)
-{
-	if (sysfs_write(P2P_COST_NS, k->cost_ns) ||
-	    sysfs_write(P2P_COPY_MBPS, k->copy_mbps) ||
-	    sysfs_write(P2P_COPY_FROM, k->copy_from) ||
-	    sysfs_write(P2P_RA_KB, k->ra_kb) ||
-	    sysfs_write(P2P_ENABLED, k->enabled))
-		return -1;
-	return 0;
+	TH_LOG("%s:%s", what, router_stats_moved(stat_files,
+						 ARRAY_SIZE(stat_files), delta,
+						 line, sizeof(line)));
 }
 
 /*
@@ -201,13 +122,7 @@ static int knobs_restore(const struct router_knobs *k)
  */
 static int knobs_default(void)
 {
-	if (sysfs_write(P2P_COST_NS, DEFAULT_COST_NS) ||
-	    sysfs_write(P2P_COPY_MBPS, DEFAULT_COPY_MBPS) ||
-	    sysfs_write(P2P_COPY_FROM, DEFAULT_COPY_FROM) ||
-	    sysfs_write(P2P_RA_KB, "0") ||
-	    sysfs_write(P2P_ENABLED, "1"))
-		return -1;
-	return 0;
+	return router_knobs_default(0);
 }
 
 /*
@@ -219,14 +134,6 @@ static void router_cleanup(void)
 	umount2(MNT, MNT_DETACH);
 	if (!access("/sys/block/md0", F_OK))
 		run_cmd("mdadm --stop " MD " 2>/dev/null");
-}
-
-static long long queue_limit(const char *blk, const char *attr)
-{
-	char path[PATH_MAX];
-
-	snprintf(path, sizeof(path), "/sys/block/%s/queue/%s", blk, attr);
-	return sysfs_read_ll(path);
 }
 
 FIXTURE(router) {
@@ -263,7 +170,7 @@ FIXTURE_VARIANT_ADD(router, raid0) { .fs = NULL, .nvme = 0, .members = 2 };
 
 FIXTURE_SETUP(router)
 {
-	char cmd[1024], members[512] = "";
+	char members[512] = "";
 	int i, wfd, ret;
 
 	self->fd = self->ref_fd = -1;
@@ -277,8 +184,8 @@ FIXTURE_SETUP(router)
 		ASSERT_EQ(0, nvme_rig_ns(variant->nvme + i, self->ns[i],
 					 sizeof(self->ns[i])))
 			TH_LOG("rig NVMe drive %d not found", variant->nvme + i);
-		snprintf(members + l, sizeof(members) - l, " /dev/%s",
-			 self->ns[i]);
+		xsnprintf(members + l, sizeof(members) - l, " /dev/%s",
+			  self->ns[i]);
 	}
 	ASSERT_EQ(0, nvme_pci_dev(self->ns[0], self->nvme_dev,
 				  sizeof(self->nvme_dev)));
@@ -291,16 +198,8 @@ FIXTURE_SETUP(router)
 	router_cleanup();
 
 	if (variant->members > 1) {
-		for (i = 0; i < variant->members; i++) {
-			snprintf(cmd, sizeof(cmd),
-				 "mdadm --zero-superblock /dev/%s 2>/dev/null",
-				 self->ns[i]);
-			run_cmd(cmd);
-		}
-		snprintf(cmd, sizeof(cmd),
-			 "mdadm --create " MD " --run --quiet --force --assume-clean --level=0 --raid-devices=%d%s",
-			 variant->members, members);
-		ret = run_cmd(cmd);
+		ret = md_create(MD, variant->members, self->ns, NULL, members,
+				sizeof(members), "--level=0");
 		if (ret)
 			router_cleanup();
 		ASSERT_EQ(0, ret)
@@ -356,7 +255,7 @@ FIXTURE_SETUP(router)
 	ASSERT_NE(NULL, self->dev);
 
 	/* Last: a setup that fails later would leave them changed. */
-	ASSERT_EQ(0, knobs_save(&self->knobs));
+	ASSERT_EQ(0, router_knobs_save(&self->knobs));
 	self->knobs_saved = true;
 	ASSERT_EQ(0, knobs_default());
 	TH_LOG("%s on %s (%s), provider %s, lbs %lld, dma alignment mask %lld",
@@ -367,7 +266,7 @@ FIXTURE_SETUP(router)
 FIXTURE_TEARDOWN(router)
 {
 	if (self->knobs_saved)
-		EXPECT_EQ(0, knobs_restore(&self->knobs));
+		EXPECT_EQ(0, router_knobs_restore(&self->knobs));
 	if (self->dev)
 		munmap(self->dev, MAP_LEN);
 	free(self->ref);

@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Helpers shared by the SPIN selftests: finding P2PDMA providers and the
- * rig's NVMe drives, mapping device memory, making file systems and
- * checking bytes against a reference read into ordinary RAM.
+ * Helpers shared by the SPIN selftests: reading and writing sysfs,
+ * finding P2PDMA providers and the rig's NVMe drives, mapping device
+ * memory, running commands, making md arrays and file systems, reading
+ * the P2P router's counters, and checking bytes against a reference read
+ * into ordinary RAM.  (spin_router.h adds what router_test and
+ * readahead_test share: the router's knobs and tables of its counters.)
  *
  * The tests write to whole NVMe drives.  They only touch drives whose
  * serial number starts with SPIN_RIG_SERIAL (the QEMU rig sets it), or
@@ -16,6 +19,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -32,6 +36,8 @@
 #define KiB		1024UL
 #define MiB		(1024UL * KiB)
 #define SYSFS_LEN	512	/* a device directory in sysfs */
+#define P2P_ROUTER	"/sys/kernel/mm/p2p_router"
+#define P2P_STATS	P2P_ROUTER "/stats/"
 
 static inline int sysfs_read(const char *path, char *buf, size_t len)
 {
@@ -51,13 +57,29 @@ static inline int sysfs_read(const char *path, char *buf, size_t len)
 	return 0;
 }
 
-static inline long long sysfs_read_ll(const char *path)
+/*
+ * The number in sysfs file @path (decimal, or 0x... hex) into *@val.
+ * Returns 0, or -errno: the read's, -EINVAL when the file holds anything
+ * but one number, -ERANGE when it does not fit.  *@val is only written
+ * on success.
+ */
+static inline int sysfs_read_ll(const char *path, long long *val)
 {
-	char buf[64];
+	char buf[64], *end;
+	long long v;
+	int ret;
 
-	if (sysfs_read(path, buf, sizeof(buf)))
-		return -1;
-	return strtoll(buf, NULL, 0);
+	ret = sysfs_read(path, buf, sizeof(buf));
+	if (ret)
+		return ret;
+	errno = 0;
+	v = strtoll(buf, &end, 0);
+	if (end == buf || *end)
+		return -EINVAL;
+	if (errno)
+		return -errno;
+	*val = v;
+	return 0;
 }
 
 static inline int sysfs_write(const char *path, const char *val)
@@ -165,12 +187,14 @@ static inline int p2pmem_find(const char *client, bool reachable,
 	struct dirent **names;
 	int n, i, found = -ENOENT;
 	char path[PATH_MAX];
+	long long published;
 
 	n = scandir(PCI_DEVICES, &names, NULL, alphasort);
 	for (i = 0; i < n; i++) {
 		snprintf(path, sizeof(path), PCI_DEVICES "/%s/p2pmem/published",
 			 names[i]->d_name);
-		if (found && sysfs_read_ll(path) == 1) {
+		if (found && !sysfs_read_ll(path, &published) &&
+		    published == 1) {
 			snprintf(path, sizeof(path), PCI_DEVICES "/%s",
 				 names[i]->d_name);
 			if (!client || pci_share_switch(path, client) == reachable) {
@@ -216,12 +240,44 @@ static inline void *p2pmem_map(const char *provider, size_t len)
 	return p == MAP_FAILED ? NULL : p;
 }
 
+/*
+ * p2pmem/available of a provider, in bytes, or -1 when it cannot be read
+ * (a size is never negative, so callers compare it as it is).
+ */
 static inline long long p2pmem_available(const char *provider)
 {
 	char path[PATH_MAX];
+	long long avail;
 
 	snprintf(path, sizeof(path), "%s/p2pmem/available", provider);
-	return sysfs_read_ll(path);
+	return sysfs_read_ll(path, &avail) ? -1 : avail;
+}
+
+/*
+ * A counter of the P2P router (a file in P2P_STATS), or -1 when it cannot
+ * be read: the counters are never negative, so callers take deltas and
+ * compare without checking each read.
+ */
+static inline long long router_stat(const char *name)
+{
+	char path[PATH_MAX];
+	long long v;
+
+	snprintf(path, sizeof(path), P2P_STATS "%s", name);
+	return sysfs_read_ll(path, &v) ? -1 : v;
+}
+
+/*
+ * /sys/block/@blk/queue/@attr ("pci_p2pdma", "logical_block_size", ...),
+ * or -1 when it cannot be read: none of these limits is negative.
+ */
+static inline long long queue_limit(const char *blk, const char *attr)
+{
+	char path[PATH_MAX];
+	long long v;
+
+	snprintf(path, sizeof(path), "/sys/block/%s/queue/%s", blk, attr);
+	return sysfs_read_ll(path, &v) ? -1 : v;
 }
 
 /* Deterministic file contents: a function of the seed and the offset. */
@@ -270,61 +326,172 @@ static inline int write_pattern(int fd, size_t size, uint64_t seed)
 }
 
 /*
- * Run a command; 0 if it exited 0.  Output goes to stderr so that it
- * shows up as TAP diagnostics and does not break the TAP stream.
+ * vsnprintf() into a buffer of the right size: never cut short.  free()
+ * it; NULL, after a message on stderr, when there is no memory.
  */
-static inline int run_cmd(const char *cmd)
+static inline char *__attribute__((format(printf, 1, 0)))
+str_vprintf(const char *fmt, va_list ap)
 {
-	char buf[2048];
-	int ret;
+	va_list aq;
+	char *buf;
+	int n;
 
-	snprintf(buf, sizeof(buf), "%.2000s >&2", cmd);
-	ret = system(buf);
-	return WIFEXITED(ret) ? WEXITSTATUS(ret) : -1;
+	va_copy(aq, ap);
+	n = vsnprintf(NULL, 0, fmt, aq);
+	va_end(aq);
+	buf = n < 0 ? NULL : malloc(n + 1);
+	if (!buf) {
+		fprintf(stderr, "# cannot format \"%s\"\n", fmt);
+		return NULL;
+	}
+	vsnprintf(buf, n + 1, fmt, ap);
+	return buf;
+}
+
+/* str_vprintf() of the arguments. */
+static inline char *__attribute__((format(printf, 1, 2)))
+str_printf(const char *fmt, ...)
+{
+	va_list ap;
+	char *buf;
+
+	va_start(ap, fmt);
+	buf = str_vprintf(fmt, ap);
+	va_end(ap);
+	return buf;
 }
 
 /*
- * Create md array @md (e.g. "/dev/md0") of @level over the @n namespaces
- * in @ns[] ("nvme0n1", ...), after wiping their old superblocks; @members
- * gets " /dev/nvme0n1 /dev/nvme1n1" for messages.  Returns run_cmd()'s
- * status.
+ * snprintf() for a string that must not be cut short (a command, or part
+ * of one): one that does not fit in @len bytes is a bug in the test, so
+ * it is reported on stderr and the test aborts rather than go on with
+ * half of it.  Returns the length.
  */
-static inline int md_create(const char *md, int level, int n,
-			    char ns[][NAME_MAX + 1], char *members, size_t len)
+static inline int __attribute__((format(printf, 3, 4)))
+xsnprintf(char *buf, size_t len, const char *fmt, ...)
 {
-	char cmd[1024];
-	int i;
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(buf, len, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= len) {
+		fprintf(stderr, "# \"%s\": %d bytes do not fit in %zu\n",
+			fmt, n, len);
+		abort();
+	}
+	return n;
+}
+
+/*
+ * Run a command; 0 if it exited 0.  Output goes to stderr so that it
+ * shows up as TAP diagnostics and does not break the TAP stream.  The
+ * command may be of any length; -1 when it cannot be run at all.
+ */
+static inline int __attribute__((format(printf, 1, 2)))
+run_cmdf(const char *fmt, ...)
+{
+	char *cmd, *buf;
+	va_list ap;
+	int ret;
+
+	va_start(ap, fmt);
+	cmd = str_vprintf(fmt, ap);
+	va_end(ap);
+	buf = cmd ? str_printf("%s >&2", cmd) : NULL;
+	free(cmd);
+	if (!buf)
+		return -1;
+	ret = system(buf);
+	free(buf);
+	return WIFEXITED(ret) ? WEXITSTATUS(ret) : -1;
+}
+
+/* run_cmdf() of a command given whole. */
+static inline int run_cmd(const char *cmd)
+{
+	return run_cmdf("%s", cmd);
+}
+
+/*
+ * Create md array @md (e.g. "/dev/md0") over the @n namespaces in @ns[]
+ * ("nvme0n1", ...), after wiping their old superblocks, and over @extra
+ * too (a device path, not wiped) unless it is NULL.  @opts (a format, and
+ * its arguments) are mdadm's options before --raid-devices, the level
+ * first: "--level=%d".  @members gets " /dev/nvme0n1 /dev/nvme1n1" (and
+ * " @extra") for messages.  Returns run_cmd()'s status.
+ */
+static inline int __attribute__((format(printf, 7, 8)))
+md_create(const char *md, int n, char ns[][NAME_MAX + 1], const char *extra,
+	  char *members, size_t len, const char *opts, ...)
+{
+	size_t l = 0;
+	char *o;
+	va_list ap;
+	int i, ret;
 
 	members[0] = '\0';
 	for (i = 0; i < n; i++) {
-		size_t l = strlen(members);
-
-		snprintf(members + l, len - l, " /dev/%s", ns[i]);
-		snprintf(cmd, sizeof(cmd),
-			 "mdadm --zero-superblock /dev/%s 2>/dev/null", ns[i]);
-		run_cmd(cmd);
+		l += xsnprintf(members + l, len - l, " /dev/%s", ns[i]);
+		run_cmdf("mdadm --zero-superblock /dev/%s 2>/dev/null", ns[i]);
 	}
-	snprintf(cmd, sizeof(cmd),
-		 "mdadm --create %s --run --quiet --force --assume-clean --level=%d --raid-devices=%d%s",
-		 md, level, n, members);
-	return run_cmd(cmd);
+	if (extra)
+		xsnprintf(members + l, len - l, " %s", extra);
+	va_start(ap, opts);
+	o = str_vprintf(opts, ap);
+	va_end(ap);
+	if (!o)
+		return -1;
+	ret = run_cmdf("mdadm --create %s --run --quiet --force --assume-clean %s --raid-devices=%d%s",
+		       md, o, n + !!extra, members);
+	free(o);
+	return ret;
+}
+
+/*
+ * Make a fresh @fs ("xfs" or "ext4") on /dev/@ns and mount it at @mnt;
+ * @ext4_opts are more mkfs.ext4 options (" -E ...", or "").
+ */
+static inline int mkfs_mount_opts(const char *fs, const char *ns,
+				  const char *mnt, const char *ext4_opts)
+{
+	char dev[NAME_MAX + sizeof("/dev/")];
+	int ret;
+
+	umount2(mnt, MNT_DETACH);
+	mkdir(mnt, 0755);
+	if (!strcmp(fs, "xfs"))
+		ret = run_cmdf("mkfs.xfs -q -f /dev/%s", ns);
+	else
+		ret = run_cmdf("mkfs.ext4 -q -F%s /dev/%s", ext4_opts, ns);
+	if (ret)
+		return -EIO;
+	xsnprintf(dev, sizeof(dev), "/dev/%s", ns);
+	return mount(dev, mnt, fs, 0, NULL) ? -errno : 0;
 }
 
 /* Make a fresh @fs ("xfs" or "ext4") on /dev/@ns and mount it at @mnt. */
 static inline int mkfs_mount(const char *fs, const char *ns, const char *mnt)
 {
-	char cmd[512];
+	return mkfs_mount_opts(fs, ns, mnt, "");
+}
 
-	umount2(mnt, MNT_DETACH);
-	mkdir(mnt, 0755);
-	if (!strcmp(fs, "xfs"))
-		snprintf(cmd, sizeof(cmd), "mkfs.xfs -q -f /dev/%s", ns);
-	else
-		snprintf(cmd, sizeof(cmd), "mkfs.ext4 -q -F /dev/%s", ns);
-	if (run_cmd(cmd))
-		return -EIO;
-	snprintf(cmd, sizeof(cmd), "/dev/%s", ns);
-	return mount(cmd, mnt, fs, 0, NULL) ? -errno : 0;
+/*
+ * A file of @size bytes of pattern(@seed) at @path, created or truncated
+ * (mode 0644), and fsynced.  0 or -errno.
+ */
+static inline int write_pattern_file(const char *path, size_t size,
+				     uint64_t seed)
+{
+	int fd, ret;
+
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	if (fd < 0)
+		return -errno;
+	ret = write_pattern(fd, size, seed);
+	close(fd);
+	return ret;
 }
 
 /*

@@ -41,7 +41,6 @@
 #define LOOP_FILE	"/tmp/spin-loop.img"
 #define MNT		"/mnt/spin-stack"
 #define MD_SYS		"/sys/block/md0/md"
-#define P2P_ROUTER	"/sys/kernel/mm/p2p_router"
 /* Members of mirrored arrays: 64 MiB each, so that a rebuild is short. */
 #define MIRROR_SIZE_KB	"65536"
 #define POISON		0xa5
@@ -169,35 +168,30 @@ FIXTURE_SETUP(stack)
 	for (i = 0; i < variant->members; i++) {
 		size_t l = strlen(members);
 
-		snprintf(members + l, sizeof(members) - l, " /dev/%s",
-			 self->nvme[i]);
+		xsnprintf(members + l, sizeof(members) - l, " /dev/%s",
+			  self->nvme[i]);
 	}
 	if (variant->loop_member) {
 		size_t l = strlen(members);
 
-		snprintf(members + l, sizeof(members) - l, " %s", self->loop);
+		xsnprintf(members + l, sizeof(members) - l, " %s", self->loop);
 	}
 	n = variant->members + variant->loop_member;
 
 	if (variant->kind == MD_ARRAY) {
-		for (i = 0; i < variant->members; i++) {
-			snprintf(cmd, sizeof(cmd),
-				 "mdadm --zero-superblock /dev/%s 2>/dev/null",
-				 self->nvme[i]);
-			run_cmd(cmd);
-		}
-		snprintf(cmd, sizeof(cmd),
-			 "mdadm --create " MD " --run --quiet --force --assume-clean --level=%s%s --raid-devices=%d%s",
-			 variant->level,
-			 variant->mirrored ? " --size=" MIRROR_SIZE_KB : "",
-			 n, members);
-		ASSERT_EQ(0, run_cmd(cmd));
+		/* The same list of members again, the loop device not wiped. */
+		ASSERT_EQ(0, md_create(MD, variant->members, self->nvme,
+				       variant->loop_member ? self->loop : NULL,
+				       members, sizeof(members), "--level=%s%s",
+				       variant->level,
+				       variant->mirrored ?
+				       " --size=" MIRROR_SIZE_KB : ""));
 		snprintf(self->dev, sizeof(self->dev), "%s", MD);
 	} else if (!strcmp(variant->level, "striped")) {
 		/* 64 KiB chunks over the members */
-		snprintf(cmd, sizeof(cmd),
-			 "dmsetup create --noudevsync " DM_NAME " --table '0 %lu striped %d 128 /dev/%s 0 /dev/%s 0'",
-			 2 * 1024 * MiB / 512 * 1, n, self->nvme[0], self->nvme[1]);
+		xsnprintf(cmd, sizeof(cmd),
+			  "dmsetup create --noudevsync " DM_NAME " --table '0 %lu striped %d 128 /dev/%s 0 /dev/%s 0'",
+			  2 * 1024 * MiB / 512 * 1, n, self->nvme[0], self->nvme[1]);
 		ASSERT_EQ(0, run_cmd(cmd));
 		snprintf(self->dev, sizeof(self->dev), "%s", DM);
 	} else {
@@ -210,9 +204,9 @@ FIXTURE_SETUP(stack)
 				 self->nvme[1]);
 			second = second_dev;
 		}
-		snprintf(cmd, sizeof(cmd),
-			 "printf '0 8192 linear /dev/%s 0\\n8192 1048576 linear %s 8192\\n' | dmsetup create --noudevsync " DM_NAME,
-			 self->nvme[0], second);
+		xsnprintf(cmd, sizeof(cmd),
+			  "printf '0 8192 linear /dev/%s 0\\n8192 1048576 linear %s 8192\\n' | dmsetup create --noudevsync " DM_NAME,
+			  self->nvme[0], second);
 		ASSERT_EQ(0, run_cmd(cmd));
 		snprintf(self->dev, sizeof(self->dev), "%s", DM);
 	}
@@ -238,17 +232,18 @@ FIXTURE_TEARDOWN(stack)
 	teardown_stacks(self->loop);
 }
 
-/* queue/pci_p2pdma of the top device, or -1 */
+/* queue/pci_p2pdma of the top device, or -1 (it is 0 or 1) */
 static int queue_p2p(const char *dev)
 {
 	char path[128];
 	struct stat st;
+	long long v;
 
 	if (stat(dev, &st) || !S_ISBLK(st.st_mode))
 		return -1;
 	snprintf(path, sizeof(path), "/sys/dev/block/%u:%u/queue/pci_p2pdma",
 		 major(st.st_rdev), minor(st.st_rdev));
-	return sysfs_read_ll(path);
+	return sysfs_read_ll(path, &v) ? -1 : v;
 }
 
 TEST_F_TIMEOUT(stack, feature_flag, 120)
@@ -344,6 +339,7 @@ TEST_F_TIMEOUT(stack, unreachable_odirect, 180)
 	char provider[SYSFS_LEN], path[PATH_MAX];
 	unsigned char *dev, *ref;
 	size_t len = 1 * MiB;
+	long long degraded;
 	ssize_t n;
 	int fd;
 
@@ -370,8 +366,10 @@ TEST_F_TIMEOUT(stack, unreachable_odirect, 180)
 
 	if (variant->kind == MD_ARRAY) {
 		snprintf(path, sizeof(path), "/sys/block/md0/md/degraded");
-		if (!access(path, F_OK))
-			ASSERT_EQ(0, sysfs_read_ll(path));
+		if (!access(path, F_OK)) {
+			ASSERT_EQ(0, sysfs_read_ll(path, &degraded));
+			ASSERT_EQ(0, degraded);
+		}
 	}
 	munmap(dev, len);
 	free(ref);
@@ -419,6 +417,7 @@ TEST_F_TIMEOUT(stack, odirect_write, 180)
 	size_t len = 2 * MiB;
 	off_t off = 1 * MiB + 8 * KiB;
 	unsigned char *dev, *ref;
+	long long degraded;
 	ssize_t n;
 	int fd;
 
@@ -456,8 +455,11 @@ TEST_F_TIMEOUT(stack, odirect_write, 180)
 		pattern_fill(dev, len, off, self->seed);
 		ASSERT_EQ(-1, first_diff(ref, dev, len));
 	}
-	if (variant->kind == MD_ARRAY && !access("/sys/block/md0/md/degraded", F_OK))
-		ASSERT_EQ(0, sysfs_read_ll("/sys/block/md0/md/degraded"));
+	if (variant->kind == MD_ARRAY && !access("/sys/block/md0/md/degraded", F_OK)) {
+		ASSERT_EQ(0, sysfs_read_ll("/sys/block/md0/md/degraded",
+					   &degraded));
+		ASSERT_EQ(0, degraded);
+	}
 	munmap(dev, len);
 	free(ref);
 }
@@ -477,6 +479,21 @@ static bool md_action_is(const char *what)
 
 	return !sysfs_read(MD_SYS "/sync_action", buf, sizeof(buf)) &&
 	       !strcmp(buf, what);
+}
+
+/*
+ * Wait, 100 ms at a time and at most @tries times, until md0's
+ * sync_action is @what (@is) or is no longer @what (!@is), or until
+ * *@during, unless @during is NULL, counts 10 writes that raced it.
+ */
+static void md_wait_action(const char *what, bool is, int tries,
+			   const int *during)
+{
+	int i;
+
+	for (i = 0; i < tries && !(during && *during >= 10) &&
+	     md_action_is(what) != is; i++)
+		usleep(100000);
 }
 
 /*
@@ -516,7 +533,7 @@ TEST_F_TIMEOUT(stack, member_failure, 300)
 	char provider[SYSFS_LEN], cmd[1024];
 	size_t len = 1 * MiB;
 	unsigned char *dev, *ref;
-	long long pos0, pos1, first_pos = -1, last_pos = -1;
+	long long pos0, pos1, first_pos = -1, last_pos = -1, degraded;
 	int fd, i = 0, during = 0, after = 0;
 	bool rec0, rec1, done;
 	double t0;
@@ -547,19 +564,20 @@ TEST_F_TIMEOUT(stack, member_failure, 300)
 
 	for (; i < 5; )
 		READ_CHECK();
-	snprintf(cmd, sizeof(cmd), "mdadm --quiet " MD " --fail /dev/%s",
-		 self->nvme[1]);
+	xsnprintf(cmd, sizeof(cmd), "mdadm --quiet " MD " --fail /dev/%s",
+		  self->nvme[1]);
 	ASSERT_EQ(0, run_cmd(cmd));
 	for (; i < 20; )
 		READ_CHECK();
-	ASSERT_EQ(1, sysfs_read_ll(MD_SYS "/degraded"));
+	ASSERT_EQ(0, sysfs_read_ll(MD_SYS "/degraded", &degraded));
+	ASSERT_EQ(1, degraded);
 
 	/* About 5 MB/s: the 64 MiB rebuild takes some 13 s. */
 	ASSERT_EQ(0, sysfs_write(MD_SYS "/sync_speed_max", "5000"));
 	ASSERT_EQ(0, sysfs_write(MD_SYS "/sync_speed_min", "5000"));
-	snprintf(cmd, sizeof(cmd),
-		 "mdadm --quiet " MD " --remove /dev/%s && mdadm --zero-superblock /dev/%s && mdadm --quiet " MD " --add /dev/%s",
-		 self->nvme[1], self->nvme[1], self->nvme[1]);
+	xsnprintf(cmd, sizeof(cmd),
+		  "mdadm --quiet " MD " --remove /dev/%s && mdadm --zero-superblock /dev/%s && mdadm --quiet " MD " --add /dev/%s",
+		  self->nvme[1], self->nvme[1], self->nvme[1]);
 	ASSERT_EQ(0, run_cmd(cmd));
 
 	/*
@@ -602,8 +620,8 @@ TEST_F_TIMEOUT(stack, member_failure, 300)
 	do {
 		READ_CHECK();
 		usleep(50000);
-		done = sysfs_read_ll(MD_SYS "/degraded") == 0 &&
-		       md_action_is("idle");
+		done = !sysfs_read_ll(MD_SYS "/degraded", &degraded) &&
+		       degraded == 0 && md_action_is("idle");
 	} while (!done && now_sec() - t0 < 120);
 	EXPECT_EQ(0, sysfs_write(MD_SYS "/sync_speed_min", "system"));
 	TH_LOG("rebuild %s %.1f s after it was let go",
@@ -618,15 +636,6 @@ TEST_F_TIMEOUT(stack, member_failure, 300)
 	close(fd);
 	munmap(dev, len);
 	free(ref);
-}
-
-/* A counter of the P2P router, or -1. */
-static long long router_stat(const char *name)
-{
-	char path[PATH_MAX];
-
-	snprintf(path, sizeof(path), P2P_ROUTER "/stats/%s", name);
-	return sysfs_read_ll(path);
 }
 
 /*
@@ -644,6 +653,7 @@ static int md_members_with(const char *flag, int *members, long long *errors)
 	n = scandir(MD_SYS, &names, NULL, alphasort);
 	for (i = 0; i < n; i++) {
 		char path[PATH_MAX], state[256], *tok, *save;
+		long long e;
 
 		if (!strncmp(names[i]->d_name, "dev-", 4)) {
 			(*members)++;
@@ -656,8 +666,9 @@ static int md_members_with(const char *flag, int *members, long long *errors)
 						with++;
 			snprintf(path, sizeof(path), MD_SYS "/%s/errors",
 				 names[i]->d_name);
+			/* One that cannot be read counts -1: a wrong sum. */
 			if (errors)
-				*errors += sysfs_read_ll(path);
+				*errors += sysfs_read_ll(path, &e) ? -1 : e;
 		}
 		free(names[i]);
 	}
@@ -718,10 +729,10 @@ FIXTURE_SETUP(failfast)
 	       self->nvme[0], self->nvme[1], self->far,
 	       (unsigned long long)self->seed);
 
-	snprintf(cmd, sizeof(cmd),
-		 "mdadm --zero-superblock /dev/%s /dev/%s 2>/dev/null; mdadm --create " MD " --run --quiet --force --assume-clean --level=%s%s --raid-devices=2 --size=" MIRROR_SIZE_KB " --failfast /dev/%s /dev/%s",
-		 self->nvme[0], self->nvme[1], variant->level, variant->layout,
-		 self->nvme[0], self->nvme[1]);
+	xsnprintf(cmd, sizeof(cmd),
+		  "mdadm --zero-superblock /dev/%s /dev/%s 2>/dev/null; mdadm --create " MD " --run --quiet --force --assume-clean --level=%s%s --raid-devices=2 --size=" MIRROR_SIZE_KB " --failfast /dev/%s /dev/%s",
+		  self->nvme[0], self->nvme[1], variant->level, variant->layout,
+		  self->nvme[0], self->nvme[1]);
 	ASSERT_EQ(0, run_cmd(cmd));
 	self->created = true;
 	/* The premise: both members failfast, the array passes P2PDMA. */
@@ -758,14 +769,15 @@ FIXTURE_TEARDOWN(failfast)
 static void ff_healthy(struct __test_metadata *_metadata, const char *when,
 		       long long errors0)
 {
-	long long errors;
-	int members, faulty;
+	long long errors, degraded = -1;
+	int members, faulty, ret;
 
 	faulty = md_members_with("faulty", &members, &errors);
+	ret = sysfs_read_ll(MD_SYS "/degraded", &degraded);
 	TH_LOG("%s: degraded %lld, %d of %d members faulty, member errors %lld (were %lld)",
-	       when, sysfs_read_ll(MD_SYS "/degraded"), faulty, members,
-	       errors, errors0);
-	ASSERT_EQ(0, sysfs_read_ll(MD_SYS "/degraded"));
+	       when, degraded, faulty, members, errors, errors0);
+	ASSERT_EQ(0, ret);
+	ASSERT_EQ(0, degraded);
 	ASSERT_EQ(0, faulty);
 	ASSERT_EQ(2, members);
 	ASSERT_EQ(errors0, errors);
@@ -1064,15 +1076,15 @@ static int sw_make(FIXTURE_DATA(stack_swap) *self, bool md, char *path, size_t l
 	int fd, ret;
 
 	if (md) {
-		snprintf(cmd, sizeof(cmd),
-			 "mdadm --stop " MD " 2>/dev/null; mdadm --zero-superblock /dev/%s /dev/%s 2>/dev/null; mdadm --create " MD " --run --quiet --force --assume-clean --level=1 --raid-devices=2 --size=" MIRROR_SIZE_KB " /dev/%s /dev/%s",
-			 self->nvme[0], self->nvme[1], self->nvme[0],
-			 self->nvme[1]);
+		xsnprintf(cmd, sizeof(cmd),
+			  "mdadm --stop " MD " 2>/dev/null; mdadm --zero-superblock /dev/%s /dev/%s 2>/dev/null; mdadm --create " MD " --run --quiet --force --assume-clean --level=1 --raid-devices=2 --size=" MIRROR_SIZE_KB " /dev/%s /dev/%s",
+			  self->nvme[0], self->nvme[1], self->nvme[0],
+			  self->nvme[1]);
 		snprintf(path, len, "%s", MD);
 	} else {
-		snprintf(cmd, sizeof(cmd),
-			 "dmsetup create --noudevsync " DM_NAME " --table '0 %lu linear /dev/%s 0'",
-			 SW_SECTORS, self->nvme[0]);
+		xsnprintf(cmd, sizeof(cmd),
+			  "dmsetup create --noudevsync " DM_NAME " --table '0 %lu linear /dev/%s 0'",
+			  SW_SECTORS, self->nvme[0]);
 		snprintf(path, len, "%s", DM);
 	}
 	if (run_cmd(cmd))
@@ -1092,15 +1104,15 @@ static int sw_swap(FIXTURE_DATA(stack_swap) *self, bool md, int n)
 	int ret;
 
 	if (md)
-		snprintf(cmd, sizeof(cmd), "mdadm --grow " MD " --level=5");
+		xsnprintf(cmd, sizeof(cmd), "mdadm --grow " MD " --level=5");
 	else if (n % 2 == 0)
-		snprintf(cmd, sizeof(cmd),
-			 "dmsetup reload " DM_NAME " --table '0 %lu zero' && dmsetup resume --noudevsync " DM_NAME,
-			 SW_SECTORS);
+		xsnprintf(cmd, sizeof(cmd),
+			  "dmsetup reload " DM_NAME " --table '0 %lu zero' && dmsetup resume --noudevsync " DM_NAME,
+			  SW_SECTORS);
 	else
-		snprintf(cmd, sizeof(cmd),
-			 "dmsetup reload " DM_NAME " --table '0 %lu linear /dev/%s 0' && dmsetup resume --noudevsync " DM_NAME,
-			 SW_SECTORS, self->nvme[0]);
+		xsnprintf(cmd, sizeof(cmd),
+			  "dmsetup reload " DM_NAME " --table '0 %lu linear /dev/%s 0' && dmsetup resume --noudevsync " DM_NAME,
+			  SW_SECTORS, self->nvme[0]);
 	__atomic_add_fetch(&sw_gen, 1, __ATOMIC_SEQ_CST);
 	ret = run_cmd(cmd);
 	__atomic_add_fetch(&sw_gen, 1, __ATOMIC_SEQ_CST);
@@ -1201,7 +1213,7 @@ TEST(dust_member_errors)
 	size_t len = 256 * KiB;
 	unsigned char *dev, *ref;
 	uint64_t seed = getpid();
-	long long data_off, bad;
+	long long data_off, bad, errors, degraded;
 	ssize_t n;
 	int fd, err;
 
@@ -1214,9 +1226,9 @@ TEST(dust_member_errors)
 		SKIP(return, "no provider reachable from %s", ns0);
 
 	/* dust with 4 KiB blocks over the first drive, mirrored with the second */
-	snprintf(cmd, sizeof(cmd),
-		 "dmsetup create --noudevsync " DM_NAME " --table \"0 $(blockdev --getsz /dev/%s) dust /dev/%s 0 4096\" && mdadm --zero-superblock /dev/%s 2>/dev/null; mdadm --create " MD " --run --quiet --force --assume-clean --level=1 --raid-devices=2 " DM " --write-mostly /dev/%s",
-		 ns0, ns0, ns1, ns1);
+	xsnprintf(cmd, sizeof(cmd),
+		  "dmsetup create --noudevsync " DM_NAME " --table \"0 $(blockdev --getsz /dev/%s) dust /dev/%s 0 4096\" && mdadm --zero-superblock /dev/%s 2>/dev/null; mdadm --create " MD " --run --quiet --force --assume-clean --level=1 --raid-devices=2 " DM " --write-mostly /dev/%s",
+		  ns0, ns0, ns1, ns1);
 	ASSERT_EQ(0, run_cmd(cmd));
 	ASSERT_EQ(1, queue_p2p(DM));
 	ASSERT_EQ(1, queue_p2p(MD));
@@ -1230,12 +1242,13 @@ TEST(dust_member_errors)
 	 * Four bad 4 KiB blocks at 400 KiB into the array's data, which
 	 * starts data_offset sectors into the dust device.
 	 */
-	data_off = sysfs_read_ll("/sys/block/md0/md/dev-dm-0/offset");
+	ASSERT_EQ(0, sysfs_read_ll("/sys/block/md0/md/dev-dm-0/offset",
+				   &data_off));
 	ASSERT_LE(0, data_off);
 	bad = (data_off * 512 + 400 * KiB) / (4 * KiB);
-	snprintf(cmd, sizeof(cmd),
-		 "for b in %lld %lld %lld %lld; do dmsetup message " DM_NAME " 0 addbadblock $b; done && dmsetup message " DM_NAME " 0 enable",
-		 bad, bad + 1, bad + 2, bad + 3);
+	xsnprintf(cmd, sizeof(cmd),
+		  "for b in %lld %lld %lld %lld; do dmsetup message " DM_NAME " 0 addbadblock $b; done && dmsetup message " DM_NAME " 0 enable",
+		  bad, bad + 1, bad + 2, bad + 3);
 	ASSERT_EQ(0, run_cmd(cmd));
 
 	dev = p2pmem_map(provider, len);
@@ -1255,14 +1268,17 @@ TEST(dust_member_errors)
 	}
 	close(fd);
 	/* md corrected the bad blocks from the other member */
-	ASSERT_LT(0, sysfs_read_ll("/sys/block/md0/md/dev-dm-0/errors"));
-	ASSERT_EQ(0, sysfs_read_ll("/sys/block/md0/md/degraded"));
+	ASSERT_EQ(0, sysfs_read_ll("/sys/block/md0/md/dev-dm-0/errors",
+				   &errors));
+	ASSERT_LT(0, errors);
+	ASSERT_EQ(0, sysfs_read_ll("/sys/block/md0/md/degraded", &degraded));
+	ASSERT_EQ(0, degraded);
 
 	/* The dust device on its own: EIO for the bad range, never wrong bytes. */
 	teardown_stacks(NULL);
-	snprintf(cmd, sizeof(cmd),
-		 "dmsetup create --noudevsync " DM_NAME " --table \"0 $(blockdev --getsz /dev/%s) dust /dev/%s 0 4096\" && for b in 100 101 102 103; do dmsetup message " DM_NAME " 0 addbadblock $b; done && dmsetup message " DM_NAME " 0 enable",
-		 ns0, ns0);
+	xsnprintf(cmd, sizeof(cmd),
+		  "dmsetup create --noudevsync " DM_NAME " --table \"0 $(blockdev --getsz /dev/%s) dust /dev/%s 0 4096\" && for b in 100 101 102 103; do dmsetup message " DM_NAME " 0 addbadblock $b; done && dmsetup message " DM_NAME " 0 enable",
+		  ns0, ns0);
 	ASSERT_EQ(0, run_cmd(cmd));
 	fd = open(DM, O_RDONLY | O_DIRECT);
 	ASSERT_LE(0, fd);
@@ -1299,29 +1315,29 @@ TEST(flag_follows_members)
 	close(fd);
 	ASSERT_EQ(0, loop_attach(LOOP_FILE, loop, sizeof(loop)));
 
-	snprintf(cmd, sizeof(cmd),
-		 "mdadm --zero-superblock /dev/%s /dev/%s 2>/dev/null; mdadm --create " MD " --run --quiet --force --level=linear --raid-devices=2 /dev/%s /dev/%s",
-		 ns0, ns1, ns0, ns1);
+	xsnprintf(cmd, sizeof(cmd),
+		  "mdadm --zero-superblock /dev/%s /dev/%s 2>/dev/null; mdadm --create " MD " --run --quiet --force --level=linear --raid-devices=2 /dev/%s /dev/%s",
+		  ns0, ns1, ns0, ns1);
 	ASSERT_EQ(0, run_cmd(cmd));
 	ASSERT_EQ(1, queue_p2p(MD));
-	snprintf(cmd, sizeof(cmd), "mdadm --grow " MD " --add %s", loop);
+	xsnprintf(cmd, sizeof(cmd), "mdadm --grow " MD " --add %s", loop);
 	ASSERT_EQ(0, run_cmd(cmd));
 	ASSERT_EQ(0, queue_p2p(MD));
 	run_cmd("mdadm --stop " MD);
 
-	snprintf(cmd, sizeof(cmd),
-		 "dmsetup create --noudevsync " DM_NAME " --table '0 8192 linear /dev/%s 0'",
-		 ns0);
+	xsnprintf(cmd, sizeof(cmd),
+		  "dmsetup create --noudevsync " DM_NAME " --table '0 8192 linear /dev/%s 0'",
+		  ns0);
 	ASSERT_EQ(0, run_cmd(cmd));
 	ASSERT_EQ(1, queue_p2p(DM));
-	snprintf(cmd, sizeof(cmd),
-		 "dmsetup reload " DM_NAME " --table '0 8192 linear %s 0' && dmsetup resume --noudevsync " DM_NAME,
-		 loop);
+	xsnprintf(cmd, sizeof(cmd),
+		  "dmsetup reload " DM_NAME " --table '0 8192 linear %s 0' && dmsetup resume --noudevsync " DM_NAME,
+		  loop);
 	ASSERT_EQ(0, run_cmd(cmd));
 	ASSERT_EQ(0, queue_p2p(DM));
-	snprintf(cmd, sizeof(cmd),
-		 "dmsetup reload " DM_NAME " --table '0 8192 linear /dev/%s 0' && dmsetup resume --noudevsync " DM_NAME,
-		 ns1);
+	xsnprintf(cmd, sizeof(cmd),
+		  "dmsetup reload " DM_NAME " --table '0 8192 linear /dev/%s 0' && dmsetup resume --noudevsync " DM_NAME,
+		  ns1);
 	ASSERT_EQ(0, run_cmd(cmd));
 	ASSERT_EQ(1, queue_p2p(DM));
 	/* dm-zero fills with the CPU: never */
@@ -1510,16 +1526,16 @@ static int mir_create(struct mir *m, bool far, bool resync, const char *opts,
 		size_t l = strlen(list);
 
 		snprintf(m->legs[i], sizeof(m->legs[i]), "/dev/%s", ns);
-		snprintf(list + l, sizeof(list) - l, "%s %s",
-			 write_mostly && i == m->nlegs - 1 ?
-			 " --write-mostly" : "", m->legs[i]);
-		snprintf(cmd, sizeof(cmd),
-			 "mdadm --zero-superblock %s 2>/dev/null", m->legs[i]);
+		xsnprintf(list + l, sizeof(list) - l, "%s %s",
+			  write_mostly && i == m->nlegs - 1 ?
+			  " --write-mostly" : "", m->legs[i]);
+		xsnprintf(cmd, sizeof(cmd),
+			  "mdadm --zero-superblock %s 2>/dev/null", m->legs[i]);
 		run_cmd(cmd);
 	}
-	snprintf(cmd, sizeof(cmd),
-		 "mdadm --create " MD " --run --quiet --force --level=%s --raid-devices=%d --size=" MIRROR_SIZE_KB " %s%s",
-		 m->raid10 ? "10 --layout=n2" : "1", m->nlegs, opts, list);
+	xsnprintf(cmd, sizeof(cmd),
+		  "mdadm --create " MD " --run --quiet --force --level=%s --raid-devices=%d --size=" MIRROR_SIZE_KB " %s%s",
+		  m->raid10 ? "10 --layout=n2" : "1", m->nlegs, opts, list);
 	ret = run_cmd(cmd);
 	if (ret)
 		return ret;
@@ -1527,8 +1543,8 @@ static int mir_create(struct mir *m, bool far, bool resync, const char *opts,
 	 * The legs hold what earlier tests left: let the resync make them
 	 * equal, or md's check would count that as mismatches.
 	 */
-	for (i = 0; !resync && i < 1200 && !md_action_is("idle"); i++)
-		usleep(100000);
+	if (!resync)
+		md_wait_action("idle", true, 1200, NULL);
 	if (!resync && !md_action_is("idle"))
 		return -ETIMEDOUT;
 	fd = open(MD, O_RDWR);
@@ -1586,16 +1602,15 @@ static long mir_diff(struct mir *m)
 /* Run md's "check" to the end: its mismatch_cnt, or -1. */
 static long long mir_mismatches(void)
 {
-	int i;
+	long long cnt;
 
 	if (sysfs_write(MD_SYS "/sync_action", "check"))
 		return -1;
 	usleep(200000);
-	for (i = 0; i < 1200 && !md_action_is("idle"); i++)
-		usleep(100000);
+	md_wait_action("idle", true, 1200, NULL);
 	if (!md_action_is("idle"))
 		return -1;
-	return sysfs_read_ll(MD_SYS "/mismatch_cnt");
+	return sysfs_read_ll(MD_SYS "/mismatch_cnt", &cnt) ? -1 : cnt;
 }
 
 /*
@@ -1607,6 +1622,7 @@ static long long mir_mismatches(void)
 static void mir_legs_check(struct __test_metadata *_metadata, struct mir *m)
 {
 	char cmd[1024], list[512];
+	long long degraded;
 	int i, j;
 	long d;
 
@@ -1617,12 +1633,12 @@ static void mir_legs_check(struct __test_metadata *_metadata, struct mir *m)
 			if ((j == i) != m->raid10) {
 				size_t l = strlen(list);
 
-				snprintf(list + l, sizeof(list) - l, " %s",
-					 m->legs[j]);
+				xsnprintf(list + l, sizeof(list) - l, " %s",
+					  m->legs[j]);
 			}
-		snprintf(cmd, sizeof(cmd),
-			 "mdadm --assemble " MD " --readonly --run --quiet%s",
-			 list);
+		xsnprintf(cmd, sizeof(cmd),
+			  "mdadm --assemble " MD " --readonly --run --quiet%s",
+			  list);
 		ASSERT_EQ(0, run_cmd(cmd));
 		d = mir_diff(m);
 		TH_LOG("md0 from%s alone: %s at %ld", list,
@@ -1634,24 +1650,27 @@ static void mir_legs_check(struct __test_metadata *_metadata, struct mir *m)
 	for (j = 0; j < m->nlegs; j++) {
 		size_t l = strlen(list);
 
-		snprintf(list + l, sizeof(list) - l, " %s", m->legs[j]);
+		xsnprintf(list + l, sizeof(list) - l, " %s", m->legs[j]);
 	}
-	snprintf(cmd, sizeof(cmd), "mdadm --assemble " MD " --run --quiet%s",
-		 list);
+	xsnprintf(cmd, sizeof(cmd), "mdadm --assemble " MD " --run --quiet%s",
+		  list);
 	ASSERT_EQ(0, run_cmd(cmd));
-	ASSERT_EQ(0, sysfs_read_ll(MD_SYS "/degraded"));
+	ASSERT_EQ(0, sysfs_read_ll(MD_SYS "/degraded", &degraded));
+	ASSERT_EQ(0, degraded);
 }
 
 /* Healthy: not degraded, no member faulty, no error counted. */
 static void mir_healthy(struct __test_metadata *_metadata, struct mir *m)
 {
-	long long errors;
-	int members, faulty;
+	long long errors, degraded = -1;
+	int members, faulty, ret;
 
 	faulty = md_members_with("faulty", &members, &errors);
+	ret = sysfs_read_ll(MD_SYS "/degraded", &degraded);
 	TH_LOG("degraded %lld, %d of %d members faulty, member errors %lld",
-	       sysfs_read_ll(MD_SYS "/degraded"), faulty, members, errors);
-	ASSERT_EQ(0, sysfs_read_ll(MD_SYS "/degraded"));
+	       degraded, faulty, members, errors);
+	ASSERT_EQ(0, ret);
+	ASSERT_EQ(0, degraded);
 	ASSERT_EQ(0, faulty);
 	ASSERT_EQ(m->nlegs, members);
 	ASSERT_EQ(0, errors);
@@ -1871,33 +1890,35 @@ TEST_F_TIMEOUT(mirror, fail_mid_write, 600)
 {
 	struct mir *m = &self->m;
 	struct mir_writer w = { .m = m };
+	long long degraded = -1;
 	char cmd[1024];
 	int done, i;
 
 	ASSERT_EQ(0, mir_create(m, false, false, "--bitmap=none", false));
 	ASSERT_EQ(0, pthread_create(&w.thread, NULL, mir_writer_main, &w));
 	mir_wait_writes(&w, 6);
-	snprintf(cmd, sizeof(cmd), "mdadm --quiet " MD " --fail %s",
-		 m->legs[1]);
+	xsnprintf(cmd, sizeof(cmd), "mdadm --quiet " MD " --fail %s",
+		  m->legs[1]);
 	EXPECT_EQ(0, run_cmd(cmd));
 	done = __atomic_load_n(&w.done, __ATOMIC_ACQUIRE);
 	mir_wait_writes(&w, done + 10);
-	EXPECT_EQ(1, sysfs_read_ll(MD_SYS "/degraded"));
+	EXPECT_EQ(0, sysfs_read_ll(MD_SYS "/degraded", &degraded));
+	EXPECT_EQ(1, degraded);
 
 	/* About 5 MB/s: the 64 MiB rebuild takes some 13 s. */
 	EXPECT_EQ(0, sysfs_write(MD_SYS "/sync_speed_max", "5000"));
 	EXPECT_EQ(0, sysfs_write(MD_SYS "/sync_speed_min", "5000"));
 	w.action = "recover";
-	snprintf(cmd, sizeof(cmd),
-		 "mdadm --quiet " MD " --remove %s && mdadm --zero-superblock %s && mdadm --quiet " MD " --add %s",
-		 m->legs[1], m->legs[1], m->legs[1]);
+	xsnprintf(cmd, sizeof(cmd),
+		  "mdadm --quiet " MD " --remove %s && mdadm --zero-superblock %s && mdadm --quiet " MD " --add %s",
+		  m->legs[1], m->legs[1], m->legs[1]);
 	EXPECT_EQ(0, run_cmd(cmd));
-	for (i = 0; i < 600 && w.during < 10 && !md_action_is("idle"); i++)
-		usleep(100000);
+	md_wait_action("idle", true, 600, &w.during);
 	EXPECT_EQ(0, sysfs_write(MD_SYS "/sync_speed_max", "system"));
 	EXPECT_EQ(0, sysfs_write(MD_SYS "/sync_speed_min", "100000"));
 	for (i = 0; i < 1200 && !(md_action_is("idle") &&
-				  !sysfs_read_ll(MD_SYS "/degraded")); i++)
+				  !sysfs_read_ll(MD_SYS "/degraded", &degraded) &&
+				  !degraded); i++)
 		usleep(100000);
 	__atomic_store_n(&w.stop, 1, __ATOMIC_RELEASE);
 	pthread_join(w.thread, NULL);
@@ -1910,7 +1931,8 @@ TEST_F_TIMEOUT(mirror, fail_mid_write, 600)
 	ASSERT_TRUE(md_action_is("idle"));
 
 	ASSERT_EQ(-1, mir_diff(m));
-	ASSERT_EQ(0, sysfs_read_ll(MD_SYS "/degraded"));
+	ASSERT_EQ(0, sysfs_read_ll(MD_SYS "/degraded", &degraded));
+	ASSERT_EQ(0, degraded);
 	ASSERT_EQ(0, mir_mismatches());
 	mir_legs_check(_metadata, m);
 }
@@ -1935,17 +1957,14 @@ TEST_F_TIMEOUT(mirror, resync_during_writes, 600)
 	EXPECT_EQ(0, sysfs_write(MD_SYS "/sync_speed_max", "5000"));
 	EXPECT_EQ(0, sysfs_write("/proc/sys/dev/raid/speed_limit_max", limit));
 	ASSERT_EQ(0, i);
-	for (i = 0; i < 50 && !md_action_is("resync"); i++)
-		usleep(100000);
+	md_wait_action("resync", true, 50, NULL);
 	ASSERT_TRUE(md_action_is("resync"));
 
 	ASSERT_EQ(0, pthread_create(&w.thread, NULL, mir_writer_main, &w));
-	for (i = 0; i < 600 && w.during < 10 && md_action_is("resync"); i++)
-		usleep(100000);
+	md_wait_action("resync", false, 600, &w.during);
 	EXPECT_EQ(0, sysfs_write(MD_SYS "/sync_speed_max", "system"));
 	EXPECT_EQ(0, sysfs_write(MD_SYS "/sync_speed_min", "100000"));
-	for (i = 0; i < 1200 && !md_action_is("idle"); i++)
-		usleep(100000);
+	md_wait_action("idle", true, 1200, NULL);
 	__atomic_store_n(&w.stop, 1, __ATOMIC_RELEASE);
 	pthread_join(w.thread, NULL);
 	EXPECT_EQ(0, sysfs_write(MD_SYS "/sync_speed_min", "system"));
@@ -1976,9 +1995,9 @@ TEST_F_TIMEOUT(mirror, replacement_without_p2p, 300)
 {
 	struct mir *m = &self->m;
 	char cmd[1024], loop[32] = "";
-	long long fallbacks0, fallbacks;
+	long long fallbacks0, fallbacks, degraded = -1;
 	ssize_t n;
-	int fd, i;
+	int fd;
 
 	ASSERT_EQ(0, mir_create(m, false, false, "--bitmap=none", false));
 	fd = open(LOOP_FILE, O_RDWR | O_CREAT | O_TRUNC, 0600);
@@ -1988,12 +2007,11 @@ TEST_F_TIMEOUT(mirror, replacement_without_p2p, 300)
 	ASSERT_EQ(0, loop_attach(LOOP_FILE, loop, sizeof(loop)));
 	EXPECT_EQ(0, sysfs_write(MD_SYS "/sync_speed_max", "1000"));
 	EXPECT_EQ(0, sysfs_write(MD_SYS "/sync_speed_min", "1000"));
-	snprintf(cmd, sizeof(cmd),
-		 "mdadm --quiet " MD " --add %s && mdadm --quiet " MD " --replace %s --with %s",
-		 loop, m->legs[0], loop);
+	xsnprintf(cmd, sizeof(cmd),
+		  "mdadm --quiet " MD " --add %s && mdadm --quiet " MD " --replace %s --with %s",
+		  loop, m->legs[0], loop);
 	EXPECT_EQ(0, run_cmd(cmd));
-	for (i = 0; i < 50 && !md_action_is("recover"); i++)
-		usleep(100000);
+	md_wait_action("recover", true, 50, NULL);
 	TH_LOG("replacing %s with %s: sync_action %s, pci_p2pdma %d",
 	       m->legs[0], loop, md_action_is("recover") ? "recover" : "?",
 	       queue_p2p(MD));
@@ -2023,11 +2041,11 @@ TEST_F_TIMEOUT(mirror, replacement_without_p2p, 300)
 	/* Let the replacement finish; then the data is the model. */
 	EXPECT_EQ(0, sysfs_write(MD_SYS "/sync_speed_max", "system"));
 	EXPECT_EQ(0, sysfs_write(MD_SYS "/sync_speed_min", "100000"));
-	for (i = 0; i < 1200 && !md_action_is("idle"); i++)
-		usleep(100000);
+	md_wait_action("idle", true, 1200, NULL);
 	EXPECT_EQ(0, sysfs_write(MD_SYS "/sync_speed_min", "system"));
 	EXPECT_EQ(-1, mir_diff(m));
-	EXPECT_EQ(0, sysfs_read_ll(MD_SYS "/degraded"));
+	EXPECT_EQ(0, sysfs_read_ll(MD_SYS "/degraded", &degraded));
+	EXPECT_EQ(0, degraded);
 	EXPECT_EQ(0, mir_mismatches());
 	teardown_stacks(loop);
 }
@@ -2043,8 +2061,9 @@ TEST(raid10_reshape_during_writes)
 {
 	struct mir m;
 	struct mir_writer w = { .m = &m, .action = "reshape" };
+	long long raid_disks = -1, degraded = -1;
 	char cmd[1024];
-	int i;
+	int ret;
 
 	ASSERT_EQ(0, mir_init(&m, 3, true))
 		TH_LOG("rig drives, %s* or a provider missing", FAR_SERIAL);
@@ -2055,33 +2074,33 @@ TEST(raid10_reshape_during_writes)
 
 	EXPECT_EQ(0, sysfs_write(MD_SYS "/sync_speed_max", "3000"));
 	EXPECT_EQ(0, sysfs_write(MD_SYS "/sync_speed_min", "3000"));
-	snprintf(cmd, sizeof(cmd),
-		 "mdadm --zero-superblock /dev/%s 2>/dev/null; mdadm --quiet " MD " --add /dev/%s && mdadm --grow " MD " --raid-devices=3",
-		 m.nvme[2], m.nvme[2]);
+	xsnprintf(cmd, sizeof(cmd),
+		  "mdadm --zero-superblock /dev/%s 2>/dev/null; mdadm --quiet " MD " --add /dev/%s && mdadm --grow " MD " --raid-devices=3",
+		  m.nvme[2], m.nvme[2]);
 	EXPECT_EQ(0, run_cmd(cmd));
-	for (i = 0; i < 600 && w.during < 10 && !md_action_is("idle"); i++)
-		usleep(100000);
+	md_wait_action("idle", true, 600, &w.during);
 	EXPECT_EQ(0, sysfs_write(MD_SYS "/sync_speed_max", "system"));
 	EXPECT_EQ(0, sysfs_write(MD_SYS "/sync_speed_min", "100000"));
-	for (i = 0; i < 1800 && !md_action_is("idle"); i++)
-		usleep(100000);
+	md_wait_action("idle", true, 1800, NULL);
 	__atomic_store_n(&w.stop, 1, __ATOMIC_RELEASE);
 	pthread_join(w.thread, NULL);
 	EXPECT_EQ(0, sysfs_write(MD_SYS "/sync_speed_min", "system"));
+	ret = sysfs_read_ll(MD_SYS "/raid_disks", &raid_disks);
 	TH_LOG("%d writes, %d failed, %d during the reshape; raid_disks %lld",
-	       w.done, w.failed, w.during,
-	       sysfs_read_ll(MD_SYS "/raid_disks"));
+	       w.done, w.failed, w.during, raid_disks);
 	EXPECT_EQ(0, w.failed);
 	EXPECT_LE(5, w.during)
 		TH_LOG("the reshape was not under way during the writes");
 	EXPECT_TRUE(md_action_is("idle"));
-	EXPECT_EQ(3, sysfs_read_ll(MD_SYS "/raid_disks"));
+	EXPECT_EQ(0, ret);
+	EXPECT_EQ(3, raid_disks);
 
 	if (!_metadata->exit_code) {
 		m.nlegs = 3;
 		snprintf(m.legs[2], sizeof(m.legs[2]), "/dev/%s", m.nvme[2]);
 		EXPECT_EQ(-1, mir_diff(&m));
-		EXPECT_EQ(0, sysfs_read_ll(MD_SYS "/degraded"));
+		EXPECT_EQ(0, sysfs_read_ll(MD_SYS "/degraded", &degraded));
+		EXPECT_EQ(0, degraded);
 		EXPECT_EQ(0, mir_mismatches());
 		mir_legs_check(_metadata, &m);
 	}

@@ -30,7 +30,6 @@
 #include "spin_util.h"
 #include "../kselftest_harness.h"
 
-#define P2P_ROUTER	"/sys/kernel/mm/p2p_router"
 #define FILE_SIZE	(16 * MiB)
 #define THREADS		3
 #define SLICE		(4 * MiB)	/* each thread's device memory */
@@ -313,7 +312,7 @@ FIXTURE_VARIANT_ADD(stress, raid1_ext4) {
 
 FIXTURE_SETUP(stress)
 {
-	char cmd[1024], members[512] = "";
+	char members[512];
 	int i;
 
 	/* What the rig always has: anything missing is a failure. */
@@ -323,15 +322,10 @@ FIXTURE_SETUP(stress)
 	umount2(MNT, MNT_DETACH);
 	run_cmd("mdadm --stop " MD " 2>/dev/null");
 	run_cmd("dmsetup remove_all --noudevsync 2>/dev/null");
-	for (i = 0; i < variant->members; i++) {
-		size_t l = strlen(members);
-
+	for (i = 0; i < variant->members; i++)
 		ASSERT_EQ(0, nvme_rig_ns(variant->nvme + i, self->ns[i],
 					 sizeof(self->ns[i])))
 			TH_LOG("rig NVMe drive %d not found", variant->nvme + i);
-		snprintf(members + l, sizeof(members) - l, " /dev/%s",
-			 self->ns[i]);
-	}
 	ASSERT_EQ(0, nvme_pci_dev(self->ns[0], self->nvme_dev,
 				  sizeof(self->nvme_dev)));
 	ASSERT_EQ(0, p2pmem_find(self->nvme_dev, true, self->provider,
@@ -339,16 +333,9 @@ FIXTURE_SETUP(stress)
 		TH_LOG("no provider reachable from %s", self->ns[0]);
 	snprintf(self->blk, sizeof(self->blk), "%s", self->ns[0]);
 	if (variant->members > 1) {
-		for (i = 0; i < variant->members; i++) {
-			snprintf(cmd, sizeof(cmd),
-				 "mdadm --zero-superblock /dev/%s 2>/dev/null",
-				 self->ns[i]);
-			run_cmd(cmd);
-		}
-		snprintf(cmd, sizeof(cmd),
-			 "mdadm --create " MD " --run --quiet --force --assume-clean --level=%d --raid-devices=%d%s",
-			 variant->level, variant->members, members);
-		ASSERT_EQ(0, run_cmd(cmd));
+		ASSERT_EQ(0, md_create(MD, variant->members, self->ns, NULL,
+				       members, sizeof(members), "--level=%d",
+				       variant->level));
 		self->assembled = true;
 		snprintf(self->blk, sizeof(self->blk), "md0");
 	}
@@ -362,14 +349,6 @@ FIXTURE_TEARDOWN(stress)
 		umount2(MNT, MNT_DETACH);
 	if (self->assembled)
 		run_cmd("mdadm --stop " MD " 2>/dev/null");
-}
-
-static long long stat_ll(const char *name)
-{
-	char path[PATH_MAX];
-
-	snprintf(path, sizeof(path), P2P_ROUTER "/stats/%s", name);
-	return sysfs_read_ll(path);
 }
 
 TEST_F_TIMEOUT(stress, random_ops, 600)
@@ -410,10 +389,10 @@ TEST_F_TIMEOUT(stress, random_ops, 600)
 	ASSERT_EQ(0, pthread_rwlockattr_setkind_np(&attr,
 			PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP));
 	ASSERT_EQ(0, pthread_rwlock_init(&s.lock, &attr));
-	routed0 = stat_ll("routed_reads");
-	ra0 = stat_ll("ra_reads");
-	p2p_read0 = stat_ll("p2p_bytes");
-	p2p_write0 = stat_ll("p2p_write_bytes");
+	routed0 = router_stat("routed_reads");
+	ra0 = router_stat("ra_reads");
+	p2p_read0 = router_stat("p2p_bytes");
+	p2p_write0 = router_stat("p2p_write_bytes");
 	ASSERT_LE(0, p2p_read0);
 	ASSERT_LE(0, p2p_write0);
 
@@ -453,16 +432,16 @@ TEST_F_TIMEOUT(stress, random_ops, 600)
 	for (i = 0; i < THREADS; i++)
 		EXPECT_EQ(0, s.w[i].err[0]) TH_LOG("%s (seed %llu)", s.w[i].err,
 						   (unsigned long long)seed);
-	p2p_read = stat_ll("p2p_bytes") - p2p_read0;
-	p2p_write = stat_ll("p2p_write_bytes") - p2p_write0;
+	p2p_read = router_stat("p2p_bytes") - p2p_read0;
+	p2p_write = router_stat("p2p_write_bytes") - p2p_write0;
 	TH_LOG("%lld operations, %lld bytes checked, %lld routed reads, %lld read-ahead reads, %lld bytes DMAed into device memory, %lld out of it",
-	       total_ops, checked, stat_ll("routed_reads") - routed0,
-	       stat_ll("ra_reads") - ra0, p2p_read, p2p_write);
+	       total_ops, checked, router_stat("routed_reads") - routed0,
+	       router_stat("ra_reads") - ra0, p2p_read, p2p_write);
 	/*
 	 * The router must have been asked, and must have DMAed both ways,
 	 * or this tested only the copies.
 	 */
-	EXPECT_LT(routed0, stat_ll("routed_reads"));
+	EXPECT_LT(routed0, router_stat("routed_reads"));
 	EXPECT_LT(0, p2p_read);
 	EXPECT_LT(0, p2p_write);
 

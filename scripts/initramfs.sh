@@ -12,12 +12,13 @@ Usage: $0 [--help]
 
 Writes build/initramfs.cpio from:
   - busybox-static (the shell and the small utilities);
-  - mdadm, dmsetup, mkfs.xfs, xfs_io, mkfs.ext4, mkfs.vfat, fio and coreutils'
-    timeout (run_kselftest.sh wants /usr/bin/timeout), each with the
-    shared libraries ldd lists for it;
+  - mdadm, dmsetup, mkfs.xfs, xfs_io, mkfs.ext4, mkfs.vfat, fio,
+    util-linux's fincore and coreutils' timeout (run_kselftest.sh wants
+    /usr/bin/timeout), each with the shared libraries ldd lists for it;
   - build/kselftest (scripts/selftests.sh) as /kselftest;
-  - the tools/spin/spin-*.c tools, compiled here, spin-calibrate, and
-    the benchmarks' guest sides tools/spin/bench-*.sh as bench-*;
+  - the tools/spin/spin-*.c tools, compiled here, spin-calibrate,
+    spin-stat, and the benchmarks' guest sides tools/spin/bench-*.sh as
+    bench-*;
   - scripts/guest-init as /init.
 Nothing else from the host goes in.
 USAGE
@@ -27,7 +28,7 @@ case "${1:-}" in -h|--help) usage; exit 0 ;; "") ;; *) usage >&2; exit 2 ;; esac
 top=$(cd "$(dirname "$0")/.." && pwd)
 root=$top/build/initramfs
 out=$top/build/initramfs.cpio
-tools=(mdadm dmsetup mkfs.xfs xfs_io mkfs.ext4 mkfs.vfat fio timeout)
+tools=(mdadm dmsetup mkfs.xfs xfs_io mkfs.ext4 mkfs.vfat fio timeout fincore)
 
 [ -x "$top/build/kselftest/run_kselftest.sh" ] ||
 	{ echo "initramfs: build/kselftest missing; run scripts/selftests.sh" >&2; exit 1; }
@@ -56,6 +57,7 @@ for c in "$top"/tools/spin/spin-*.c; do
 	gcc -O2 -Wall -Werror -pthread -o "$root/usr/bin/$t" "$c" -lm
 done
 install -m 0755 "$top/tools/spin/spin-calibrate.sh" "$root/usr/bin/spin-calibrate"
+install -m 0755 "$top/tools/spin/spin-stat" "$root/usr/bin/spin-stat"
 for b in "$top"/tools/spin/bench-*.sh; do
 	install -m 0755 "$b" "$root/usr/bin/$(basename "$b" .sh)"
 done

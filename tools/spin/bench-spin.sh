@@ -1,56 +1,92 @@
 #!/bin/sh
 # SPDX-License-Identifier: GPL-2.0
 #
-# Guest side of 'make bench' (scripts/guest-init, spin_mode=bench
-# spin_bench=spin): SPIN against every baseline, side by side, in one
-# boot of the rig.
-#
-# Modes (gdsio's transfer types in brackets):
-#   p2p        fio, O_DIRECT into device memory, queue depth 1 (GPUD)
-#   p2p_qd8    the same with io_uring at queue depth 8: the best a user
-#              of O_DIRECT could do
-#   bounce     spin-bounce: buffered pread into RAM, memcpy into device
-#              memory (CPU_GPU)
-#   pagecache  fio, buffered pread into device memory, router off
-#   spin       fio, buffered pread into device memory, router on
-#   spin_default  spin with the router's default (uncalibrated) model
-#   p2p_qdN, pagecache_qdN, spin_qdN
-#              p2p, pagecache and spin through io_uring at queue depth
-#              N (fio --ioengine=io_uring --iodepth=N)
-#
-# Every run starts from an exact page-cache residency set by
-# spin-cache (contiguous: the first r% of the file; scattered: r% of
-# its 64 KiB pieces at random), then a pause of spin_pause seconds
-# (default 0.2) so that a throttled drive's burst allowance is full
-# before every run alike: QEMU's throttle lets a burst of a tenth of a
-# second's bytes through, and refills it in a tenth of a second.  Every point is run spin_reps times (default 3), all its modes
-# once per round, so that the modes of one round are side by side.
-#
-# First spin-calibrate fits the router's model to this rig and drive.
-# Then the sweeps, on a 128 MiB file on XFS (first rig drive):
-#   residency  1 MiB sequential reads, one job: contiguous 0, 50, 80
-#              and 100%, scattered 10, 30, 40, 50, 60, 70 and 90%
-#   size       4 KiB to 8 MiB, sequential, at 0% and 50% scattered
-#              (32 MiB per run below 256 KiB)
-#   random     1 MiB random reads, 50% scattered
-#   jobs       4 jobs, 1 MiB sequential, 50% scattered
-#   qd         1 MiB sequential reads through io_uring at queue depth
-#              1, 8 and 32, at 0%, 50% scattered and 100% residency
-#   app        SPIN's scenario: a log writer appends to four files
-#              while a scanner reads them into device memory; the
-#              last quarter of each file was just written (hot)
-#   regress    ordinary buffered reads into RAM, router on and off
-#              (bench-regress), with spin_regress=1 only
-# and the router's and P-readahead's counters for each spin run.
-# spin_sweep=residency runs the residency sweep only, spin_sweep=short
-# only its contiguous 0, 50 and 100% and scattered 30, 50 and 70%
-# points, spin_sweep=qd the qd sweep only.
-#
-# Prints CSV (sweep,pattern,residency,bs,rw,jobs,mode,MB/s,extra), one
-# line per run, between "# bench-spin: begin" and "# bench-spin: end";
-# extra holds rep=<round>.  Lines starting "# calib" carry the
-# calibration.  scripts/bench-median.sh reduces the runs to medians.
+# Guest side of 'make bench' (scripts/bench.sh): SPIN against every
+# baseline, side by side, in one boot of the rig.
 set -u
+
+usage() {
+	cat <<USAGE
+Usage: bench-spin [--help]
+
+Guest side of 'make bench' (scripts/guest-init, spin_mode=bench
+spin_bench=spin): SPIN against every baseline, side by side, in one
+boot of the rig.  Needs a rig drive and a p2pmem provider of at least
+256 MiB.
+
+Modes (gdsio's transfer types in brackets):
+  p2p        fio, O_DIRECT into device memory, queue depth 1 (GPUD)
+  p2p_qd8    the same with io_uring at queue depth 8: the best a user
+             of O_DIRECT could do
+  bounce     spin-bounce: buffered pread into RAM, memcpy into device
+             memory (CPU_GPU)
+  pagecache  fio, buffered pread into device memory, router off
+  spin       fio, buffered pread into device memory, router on
+  spin_default  spin with the router's default (uncalibrated) model
+  p2p_qdN, pagecache_qdN, spin_qdN
+             p2p, pagecache and spin through io_uring at queue depth
+             N (fio --ioengine=io_uring --iodepth=N)
+
+Every run starts from an exact page-cache residency set by spin-cache
+(contiguous: the first r% of the file; scattered: r% of its 64 KiB
+pieces at random), then a pause of spin_pause seconds so that a
+throttled drive's burst allowance is full before every run alike:
+QEMU's throttle lets a burst of a tenth of a second's bytes through,
+and refills it in a tenth of a second.  Every point is run spin_reps
+times, all its modes once per round, so that the modes of one round
+are side by side.
+
+First spin-calibrate fits the router's model to this rig and drive.
+Then the sweeps, on a 128 MiB file on a new XFS on the first rig drive:
+  residency  1 MiB sequential reads, one job: contiguous 0, 50, 80
+             and 100%, scattered 10, 30, 40, 50, 60, 70 and 90%; and
+             spin_default at scattered 10, 50 and 90%
+  size       4 KiB to 8 MiB, sequential, at 0% and 50% scattered
+             (32 MiB per run below 256 KiB)
+  random     1 MiB random reads, 50% scattered
+  jobs       4 jobs, 1 MiB sequential, 50% scattered
+  qd         1 MiB sequential reads through io_uring at queue depth
+             1, 8 and 32, at 0%, 50% scattered and 100% residency
+  app        SPIN's scenario: a log writer appends to four files
+             while a scanner reads them into device memory; the
+             last quarter of each file was just written (hot)
+  regress    ordinary buffered reads into RAM, router on and off
+             (bench-regress), with spin_regress=1 only
+and the router's and P-readahead's counters for each spin run.
+
+Environment (from the kernel command line):
+  spin_reps=N      rounds per point (default 3; at least 5 for the
+                   fully cached residency point)
+  spin_pause=SECS  pause before every run (default 0.2; 0 for none)
+  spin_sweep=all   (default) every sweep;
+             residency  the residency sweep only;
+             short      only its contiguous 0, 50 and 100% and
+                        scattered 30, 50 and 70% points (spin_default
+                        at 50%);
+             qd         the qd sweep only
+  spin_regress=1   add the regress rows at the end (not with
+                   spin_sweep=qd)
+
+Prints CSV between "# bench-spin: begin" and "# bench-spin: end", one
+line per run:
+
+  sweep,pattern,residency,bs,rw,jobs,mode,MB/s,extra
+
+extra holds space-separated key=value pairs: rep=<round>, then
+resident=<% spin-cache set> and, for spin runs, dma_MiB, copy_MiB,
+ra_hit_MiB (spin_qdN: dma_MiB, async), or for app, writer_MiB.  Lines
+starting "# calib " carry the calibration; bench-regress's
+"regress,..." lines follow the runs.  scripts/bench-median.sh reduces
+the runs to medians.  Destroys the data on the first rig drive.
+USAGE
+}
+for arg; do
+	case $arg in
+	-h|--help) usage; exit 0 ;;
+	*) echo "bench-spin: unknown argument '$arg'" >&2; usage >&2; exit 2 ;;
+	esac
+done
+
 REPS=${spin_reps:-3}
 PAUSE=${spin_pause:-0.2}
 SWEEP=${spin_sweep:-all}
@@ -73,6 +109,7 @@ p2pmem="mmapshared:$provider/p2pmem/allocate"
 mkdir -p /mnt/data
 mkfs.xfs -q -f "/dev/$1" && mount "/dev/$1" /mnt/data || exit 1
 F=/mnt/data/file
+LOGS=/mnt/data/log0:/mnt/data/log1:/mnt/data/log2:/mnt/data/log3
 dd if=/dev/urandom of=$F bs=1M count=$((SIZE >> 20)) 2>/dev/null
 sync
 
@@ -90,7 +127,11 @@ fio_bw() {
 		awk -F';' '{ printf "%.0f\n", $7 * 1024 / 1e6 }'
 }
 
-# point SWEEP PATTERN RES BS RW JOBS MODES...: one CSV line per mode
+# point SWEEP PATTERN RES BS RW JOBS MODES...: every mode once a round,
+# one CSV line per run.  Before each run spin-cache makes RES% of the
+# file resident (PATTERN contig or scatter); PATTERN log is SPIN's
+# scenario (the app sweep): four logs written afresh, the last quarter
+# of each just appended, and a writer appending to a fifth meanwhile.
 point() {
 	sweep=$1 pat=$2 res=$3 bs=$4 rw=$5 jobs=$6
 	shift 6
@@ -99,46 +140,76 @@ point() {
 		[ "${bs%k}" -lt 256 ] && bytes=$((32 * 1024 * 1024))
 	bsb=$(echo "$bs" | sed 's/k$/*1024/; s/M$/*1048576/')
 	bsb=$((bsb))
-	modes=$* n=$REPS
+	modes=$* n=$REPS file=$F
+	[ "$pat" = log ] && file=$LOGS
 	# The fully cached point is judged to 3%: at least five rounds.
 	[ "$sweep,$pat,$res" = residency,contig,100 ] && [ "$n" -lt 5 ] && n=5
 	for rep in $(seq "$n"); do
 	for mode in $modes; do
-		got=$(spin-cache $F "$res" "$pat" | cut -d' ' -f1)
-		[ "$PAUSE" = 0 ] || sleep "$PAUSE" || sleep 1
-		extra="rep=$rep resident=$got"
+		if [ "$pat" = log ]; then
+			rm -f /mnt/data/log*
+			for i in 0 1 2 3; do
+				dd if=/dev/urandom of=/mnt/data/log$i bs=1M count=24 2>/dev/null
+			done
+			sync
+			for i in 0 1 2 3; do
+				spin-cache /mnt/data/log$i 0 >/dev/null
+				cat /tmp/chunk /tmp/chunk /tmp/chunk >>/mnt/data/log$i
+			done
+			(while :; do cat /tmp/chunk >>/mnt/data/log4; sleep 0.1; done) &
+			writer=$!
+			sleep 1
+			extra="rep=$rep"
+		else
+			got=$(spin-cache $F "$res" "$pat" | cut -d' ' -f1)
+			[ "$PAUSE" = 0 ] || sleep "$PAUSE" || sleep 1
+			extra="rep=$rep resident=$got"
+		fi
 		case $mode in
 		p2p)
-			bw=$(fio_bw $F "$rw" "$bs" 1 "$p2pmem" $bytes "$jobs") ;;
+			bw=$(fio_bw "$file" "$rw" "$bs" 1 "$p2pmem" $bytes "$jobs") ;;
 		p2p_qd*)
-			bw=$(fio_bw $F "$rw" "$bs" 1 "$p2pmem" $bytes "$jobs" \
+			bw=$(fio_bw "$file" "$rw" "$bs" 1 "$p2pmem" $bytes "$jobs" \
 				--ioengine=io_uring --iodepth=${mode#p2p_qd}) ;;
 		pagecache_qd*)
 			echo 0 >$R/enabled
-			bw=$(fio_bw $F "$rw" "$bs" 0 "$p2pmem" $bytes "$jobs" \
+			bw=$(fio_bw "$file" "$rw" "$bs" 0 "$p2pmem" $bytes "$jobs" \
 				--ioengine=io_uring --iodepth=${mode#pagecache_qd})
 			echo 1 >$R/enabled ;;
 		spin_qd*)
 			d0=$(counter p2p_bytes) a0=$(counter async_reads)
-			bw=$(fio_bw $F "$rw" "$bs" 0 "$p2pmem" $bytes "$jobs" \
+			bw=$(fio_bw "$file" "$rw" "$bs" 0 "$p2pmem" $bytes "$jobs" \
 				--ioengine=io_uring --iodepth=${mode#spin_qd})
 			extra="$extra dma_MiB=$((($(counter p2p_bytes) - d0) >> 20))"
 			extra="$extra async=$(($(counter async_reads) - a0))" ;;
 		bounce)
 			r=
 			[ "$rw" = randread ] && r=-r
-			bw=$(spin-bounce -k $r -j "$jobs" $F "$provider" $bsb $bytes) ;;
+			if [ "$pat" = log ]; then
+				# the logs one after the other, a quarter each
+				bw=$(for i in 0 1 2 3; do
+					spin-bounce -k /mnt/data/log$i "$provider" $bsb $((bytes / 4))
+				done | awk '{ t += 32 / $1 } END { printf "%.0f\n", 128 / t }')
+			else
+				bw=$(spin-bounce -k $r -j "$jobs" $F "$provider" $bsb $bytes)
+			fi ;;
 		pagecache)
 			echo 0 >$R/enabled
-			bw=$(fio_bw $F "$rw" "$bs" 0 "$p2pmem" $bytes "$jobs")
+			bw=$(fio_bw "$file" "$rw" "$bs" 0 "$p2pmem" $bytes "$jobs")
 			echo 1 >$R/enabled ;;
 		spin|spin_default)
 			d0=$(counter p2p_bytes) c0=$(counter cache_bytes) h0=$(counter ra_hits)
-			bw=$(fio_bw $F "$rw" "$bs" 0 "$p2pmem" $bytes "$jobs")
+			bw=$(fio_bw "$file" "$rw" "$bs" 0 "$p2pmem" $bytes "$jobs")
 			extra="$extra dma_MiB=$((($(counter p2p_bytes) - d0) >> 20))"
 			extra="$extra copy_MiB=$((($(counter cache_bytes) - c0) >> 20))"
 			extra="$extra ra_hit_MiB=$((($(counter ra_hits) - h0) >> 8))" ;;
 		esac
+		if [ "$pat" = log ]; then
+			kill "$writer"
+			wait "$writer" 2>/dev/null
+			extra="rep=$rep writer_MiB=$(($(wc -c </mnt/data/log4) >> 20))"
+			rm -f /mnt/data/log4
+		fi
 		echo "$sweep,$pat,$res,$bs,$rw,$jobs,$mode,$bw,$extra"
 	done
 	done
@@ -199,43 +270,10 @@ point random scatter 50 1M randread 1 $ALL
 point jobs scatter 50 1M read 4 $ALL
 qd_sweep
 
-# SPIN's scenario: four logs, the last quarter of each just appended
-# and still cached, scanned into device memory while a writer keeps
-# appending to a fifth.
+# SPIN's scenario: four logs scanned into device memory while a writer
+# appends 8 MiB chunks to a fifth.
 dd if=/dev/urandom of=/tmp/chunk bs=1M count=8 2>/dev/null
-for rep in $(seq "$REPS"); do
-for mode in p2p bounce pagecache spin; do
-	rm -f /mnt/data/log*
-	for i in 0 1 2 3; do
-		dd if=/dev/urandom of=/mnt/data/log$i bs=1M count=24 2>/dev/null
-	done
-	sync
-	for i in 0 1 2 3; do
-		spin-cache /mnt/data/log$i 0 >/dev/null
-		cat /tmp/chunk /tmp/chunk /tmp/chunk >>/mnt/data/log$i
-	done
-	(while :; do cat /tmp/chunk >>/mnt/data/log4; sleep 0.1; done) &
-	writer=$!
-	sleep 1
-	logs=/mnt/data/log0:/mnt/data/log1:/mnt/data/log2:/mnt/data/log3
-	case $mode in
-	p2p) bw=$(fio_bw $logs read 1M 1 "$p2pmem" $SIZE 1) ;;
-	pagecache)
-		echo 0 >$R/enabled
-		bw=$(fio_bw $logs read 1M 0 "$p2pmem" $SIZE 1)
-		echo 1 >$R/enabled ;;
-	spin) bw=$(fio_bw $logs read 1M 0 "$p2pmem" $SIZE 1) ;;
-	bounce)
-		bw=$(for i in 0 1 2 3; do
-			spin-bounce -k /mnt/data/log$i "$provider" 1048576 $((SIZE / 4))
-		done | awk '{ t += 32 / $1 } END { printf "%.0f\n", 128 / t }') ;;
-	esac
-	kill $writer
-	wait $writer 2>/dev/null
-	echo "app,log,25,1M,read,1,$mode,$bw,rep=$rep writer_MiB=$(($(wc -c </mnt/data/log4) >> 20))"
-	rm -f /mnt/data/log4
-done
-done
+point app log 25 1M read 1 p2p bounce pagecache spin
 
 [ "${spin_regress:-0}" = 1 ] && bench-regress /mnt/data | grep '^regress,'
 echo "# bench-spin: end"

@@ -15,7 +15,7 @@
  *
  * The file is read with POSIX_FADV_RANDOM, so read-ahead brings in
  * nothing beyond the chosen pieces.  Prints the residency mincore(2)
- * then reports, as spin-resident does: "49.8 8160/16384".
+ * then reports, in the format spin-resident used: "49.8 8160/16384".
  */
 #define _GNU_SOURCE
 #include <fcntl.h>

@@ -36,6 +36,13 @@ the two copy speeds are printed, and written to
 /sys/kernel/mm/p2p_router/{p2p_cost_ns,copy_mbps,copy_from_mbps,ra_mbps}
 unless --dry-run is given.  Takes about 13 * secs * reps seconds plus a
 few seconds for the copies.  Defaults: --secs 2 --reps 2.
+
+Prints "# spin-calibrate: DMA time of one read into device memory,
+fitted", spin-fit's table ("#" lines: bytes, measured_ns, fitted_ns,
+error), then "p2p_cost_ns: BYTES:NS ...", "copy_mbps: N",
+"copy_from_mbps: N" (not for a block device), "ra_mbps: N" (if
+P-readahead was measured) and, unless --dry-run, "# spin-calibrate:
+written to /sys/kernel/mm/p2p_router".
 USAGE
 }
 
@@ -47,7 +54,7 @@ while [ $# -gt 0 ]; do
 	--dry-run) dry=1 ;;
 	--secs) secs=$2; shift ;;
 	--reps) reps=$2; shift ;;
-	-*) usage >&2; exit 2 ;;
+	-*) echo "spin-calibrate: unknown option '$1'" >&2; usage >&2; exit 2 ;;
 	*) break ;;
 	esac
 	shift
@@ -64,6 +71,9 @@ fio_field() {	# field, then fio arguments
 	shift
 	fio --name=cal --ioengine=psync --minimal "$@" 2>/dev/null |
 		awk -F';' -v f="$f" '{ print $f }'
+}
+mbps() {	# KiB/s -> MB/s
+	awk -v k="$1" 'BEGIN { printf "%.0f", k * 1024 / 1e6 }'
 }
 
 samples=/tmp/spin-calibrate.$$
@@ -118,10 +128,9 @@ echo "$was" >$R/enabled
 
 model=$(spin-fit <"$samples" | tee "$samples.fit" | head -n 1)
 [ -n "$model" ] || { echo "spin-calibrate: no fit" >&2; exit 1; }
-copy=$(awk -v k="$copy" 'BEGIN { printf "%.0f", k * 1024 / 1e6 }')
-[ -n "$ra" ] && ra=$(awk -v k="$ra" 'BEGIN { printf "%.0f", k * 1024 / 1e6 }')
-[ -n "$copy_from" ] &&
-	copy_from=$(awk -v k="$copy_from" 'BEGIN { printf "%.0f", k * 1024 / 1e6 }')
+copy=$(mbps "$copy")
+[ -n "$ra" ] && ra=$(mbps "$ra")
+[ -n "$copy_from" ] && copy_from=$(mbps "$copy_from")
 
 echo "# spin-calibrate: DMA time of one read into device memory, fitted"
 tail -n +2 "$samples.fit"

@@ -139,4 +139,144 @@ TEST_F(provider, mappings_do_not_alias)
 	free(ref_b);
 }
 
+/*
+ * p2pmem_bar publishes only a prefetchable memory BAR the user names: a
+ * register BAR (non-prefetchable memory) is refused, and so is a bind
+ * through driver_override with no BAR named.  The rig's AHCI controller
+ * (no disks behind it) lends its register BAR for this, and gets its own
+ * driver back afterwards.
+ */
+#define P2PMEM_BAR_DRV	"/sys/bus/pci/drivers/p2pmem_bar"
+#define P2PMEM_BAR_PARM	"/sys/module/p2pmem_bar/parameters/bar"
+#define IORES_MEM	0x00000200UL	/* IORESOURCE_MEM */
+#define IORES_PREFETCH	0x00002000UL	/* IORESOURCE_PREFETCH */
+
+FIXTURE(register_bar) {
+	char bdf[NAME_MAX + 1];
+	char dev[SYSFS_LEN];
+	char orig[64];		/* the driver it had, "" if none */
+	int bar;
+};
+
+/* The first BAR of @dev that is non-prefetchable memory, or -1. */
+static int register_bar_of(const char *dev)
+{
+	char path[PATH_MAX], line[256];
+	unsigned long long start, end, flags;
+	int i = 0, found = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/resource", dev);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (i < 6 && fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%llx %llx %llx", &start, &end, &flags) == 3 &&
+		    end > start && (flags & IORES_MEM) &&
+		    !(flags & IORES_PREFETCH)) {
+			found = i;
+			break;
+		}
+		i++;
+	}
+	fclose(f);
+	return found;
+}
+
+FIXTURE_SETUP(register_bar)
+{
+	char path[PATH_MAX], link[PATH_MAX];
+	struct dirent *de;
+	DIR *d;
+	ssize_t n;
+
+	self->bar = -1;
+	self->orig[0] = '\0';
+	ASSERT_EQ(0, access(P2PMEM_BAR_DRV, F_OK));
+	ASSERT_EQ(0, access(P2PMEM_BAR_PARM, W_OK));
+	d = opendir(PCI_DEVICES);
+	ASSERT_NE(NULL, d);
+	while ((de = readdir(d))) {
+		char cls[32];
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(self->dev, sizeof(self->dev), "%s/%s", PCI_DEVICES,
+			 de->d_name);
+		snprintf(path, sizeof(path), "%s/class", self->dev);
+		/* AHCI: class 0x010601 */
+		if (sysfs_read(path, cls, sizeof(cls)) ||
+		    strcmp(cls, "0x010601"))
+			continue;
+		self->bar = register_bar_of(self->dev);
+		if (self->bar >= 0) {
+			snprintf(self->bdf, sizeof(self->bdf), "%s",
+				 de->d_name);
+			break;
+		}
+	}
+	closedir(d);
+	ASSERT_LE(0, self->bar) TH_LOG("no AHCI controller with a register BAR");
+
+	snprintf(path, sizeof(path), "%s/driver", self->dev);
+	n = readlink(path, link, sizeof(link) - 1);
+	if (n > 0) {
+		link[n] = '\0';
+		snprintf(self->orig, sizeof(self->orig), "%s",
+			 strrchr(link, '/') + 1);
+		snprintf(path, sizeof(path), "/sys/bus/pci/drivers/%s/unbind",
+			 self->orig);
+		ASSERT_EQ(0, sysfs_write(path, self->bdf));
+	}
+	TH_LOG("%s BAR %d (non-prefetchable memory), driver \"%s\"",
+	       self->bdf, self->bar, self->orig);
+	snprintf(path, sizeof(path), "%s/driver_override", self->dev);
+	ASSERT_EQ(0, sysfs_write(path, "p2pmem_bar"));
+}
+
+FIXTURE_TEARDOWN(register_bar)
+{
+	char path[PATH_MAX];
+
+	sysfs_write(P2PMEM_BAR_PARM, "-1");
+	if (self->bar < 0)
+		return;
+	snprintf(path, sizeof(path), "%s/driver_override", self->dev);
+	sysfs_write(path, "\n");
+	if (self->orig[0]) {
+		snprintf(path, sizeof(path), "/sys/bus/pci/drivers/%s/bind",
+			 self->orig);
+		EXPECT_EQ(0, sysfs_write(path, self->bdf));
+		snprintf(path, sizeof(path), "%s/driver", self->dev);
+		EXPECT_EQ(0, access(path, F_OK))
+			TH_LOG("%s did not get %s back", self->bdf, self->orig);
+	}
+}
+
+static void register_bar_bind(struct __test_metadata *_metadata,
+			      FIXTURE_DATA(register_bar) *self, int bar,
+			      int err)
+{
+	char path[PATH_MAX], val[16];
+
+	snprintf(val, sizeof(val), "%d", bar);
+	ASSERT_EQ(0, sysfs_write(P2PMEM_BAR_PARM, val));
+	EXPECT_EQ(-err, sysfs_write(P2PMEM_BAR_DRV "/bind", self->bdf));
+	snprintf(path, sizeof(path), "%s/driver", self->dev);
+	EXPECT_NE(0, access(path, F_OK)) TH_LOG("%s got bound", self->bdf);
+	snprintf(path, sizeof(path), "%s/p2pmem", self->dev);
+	EXPECT_NE(0, access(path, F_OK))
+		TH_LOG("BAR %d of %s was published", bar, self->bdf);
+}
+
+TEST_F(register_bar, refused)
+{
+	register_bar_bind(_metadata, self, self->bar, ENODEV);
+}
+
+TEST_F(register_bar, unnamed_refused)
+{
+	register_bar_bind(_metadata, self, -1, EINVAL);
+}
+
 TEST_HARNESS_MAIN

@@ -8,8 +8,8 @@
 #  - providers: the 256 MiB ivshmem below the switch reaches every
 #    SPINRIG drive and the multipath namespace, and not SPINFAR0 (own
 #    root port); the 64 MiB ivshmem (own root port) reaches no SPINRIG
-#    drive; an md raid0 over two SPINRIG drives reaches the first and
-#    not the second;
+#    drive; an md raid0 over two SPINRIG drives reaches the first
+#    provider and not the second;
 #  - knobs: every file of /sys/kernel/mm/p2p_router with its value;
 #  - counters: every counter of stats/; while fio reads a SPINRIG drive
 #    into device memory with plain reads, the rate mode shows a nonzero
@@ -31,12 +31,22 @@ MD=md99
 TMP=$(mktemp -d /tmp/spin_stat_test.XXXXXX)
 fio_pid=""
 
+enabled=""
+md_members=""
+
 cleanup() {
 	[ -n "$fio_pid" ] && kill "$fio_pid" 2>/dev/null && wait "$fio_pid"
 	[ -e /dev/$MD ] && mdadm --stop /dev/$MD >/dev/null 2>&1
+	# shellcheck disable=SC2086
+	[ -n "$md_members" ] && mdadm --zero-superblock $md_members >/dev/null 2>&1
+	[ -n "$enabled" ] && echo "$enabled" >"$ROUTER/enabled"
 	rm -rf "$TMP"
 }
+# busybox ash runs the EXIT trap on exit only: a timeout's SIGTERM must
+# clean up too (fio holding device memory, md99, the router switch).
 trap cleanup EXIT
+trap 'exit 1' INT TERM HUP
+failed=0
 
 # Diagnostics: a file or a message, each line as a TAP comment.
 diag() {
@@ -119,7 +129,6 @@ diag "near provider '$near', far provider '$far'"
 diag "SPINRIG drives '$(echo "$rig" | tr '\n' ' ')', SPINFAR0 '$farnvme', SPINMPATH '$mpath'"
 spin-stat providers >"$TMP/prov" 2>&1
 rc=$?
-failed=0
 
 # 2: both providers listed, published.
 ok=1
@@ -170,6 +179,7 @@ ok=1
 set -- $rig
 if [ $# -ge 2 ]; then
 	mdadm --zero-superblock "/dev/$1" "/dev/$2" >/dev/null 2>&1
+	md_members="/dev/$1 /dev/$2"
 	if mdadm --create /dev/$MD --run --quiet --force --level=0 \
 		--raid-devices=2 "/dev/$1" "/dev/$2" >"$TMP/mdadm" 2>&1; then
 		spin-stat providers >"$TMP/prov-md" 2>&1
@@ -183,6 +193,7 @@ if [ $# -ge 2 ]; then
 		[ $ok = 1 ] || diag "$TMP/prov-md"
 		mdadm --stop /dev/$MD >/dev/null 2>&1
 		mdadm --zero-superblock "/dev/$1" "/dev/$2" >/dev/null 2>&1
+		md_members=""
 	else
 		ok=0; diag "mdadm --create failed"; diag "$TMP/mdadm"
 	fi
@@ -200,7 +211,8 @@ for f in "$ROUTER"/*; do
 	nknobs=$((nknobs + 1))
 	v=$(tr '\n' ' ' <"$f" | sed 's/ *$//')
 	awk -v n="${f##*/}" -v v="$v" '
-		$1 == n { sub(/^ *[^ ]+ +/, ""); if (index($0, v) == 1) ok = 1 }
+		$1 == n { sub(/^ *[^ ]+ +/, ""); sub(/ *(# .*)?$/, "")
+			  if ($0 == v) ok = 1 }
 		END { exit !ok }' "$TMP/knobs" ||
 		{ ok=0; diag "knob ${f##*/} = '$v' not shown"; }
 done
@@ -263,6 +275,7 @@ kill "$fio_pid" 2>/dev/null
 wait "$fio_pid" 2>/dev/null
 fio_pid=""
 echo "$enabled" >"$ROUTER/enabled"
+enabled=""
 ok=$ok2
 result spin_stat.dma_rate
 

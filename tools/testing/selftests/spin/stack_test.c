@@ -522,6 +522,16 @@ static long long md_recovery_pos(void)
 }
 
 /*
+ * Lift the throttle a test put on md's resync or rebuild; a high
+ * sync_speed_min keeps md from slowing it down for the test's own I/O.
+ */
+static void md_unthrottle(struct __test_metadata *_metadata)
+{
+	EXPECT_EQ(0, sysfs_write(MD_SYS "/sync_speed_max", "system"));
+	EXPECT_EQ(0, sysfs_write(MD_SYS "/sync_speed_min", "100000"));
+}
+
+/*
  * A mirrored array keeps serving P2P reads, with the right bytes, while a
  * member fails, while degraded, and while the member is rebuilt: the
  * rebuild is slowed down (md/sync_speed_min and _max) so that it is
@@ -610,8 +620,7 @@ TEST_F_TIMEOUT(stack, member_failure, 300)
 	 * Let it finish, reading now and then: a high sync_speed_min keeps
 	 * md from slowing the rebuild down for the reads.
 	 */
-	EXPECT_EQ(0, sysfs_write(MD_SYS "/sync_speed_max", "system"));
-	EXPECT_EQ(0, sysfs_write(MD_SYS "/sync_speed_min", "100000"));
+	md_unthrottle(_metadata);
 	ASSERT_LE(10, during)
 		TH_LOG("the rebuild was not under way during the reads");
 	ASSERT_LT(first_pos, last_pos)
@@ -1880,6 +1889,12 @@ static void mir_wait_writes(struct mir_writer *w, int n)
 		usleep(10000);
 }
 
+static void mir_writer_stop(struct mir_writer *w)
+{
+	__atomic_store_n(&w->stop, 1, __ATOMIC_RELEASE);
+	pthread_join(w->thread, NULL);
+}
+
 /*
  * A leg failed (mdadm --fail) while writes go on, then removed, wiped,
  * added back and rebuilt (slowly, so that the rebuild is under way during
@@ -1914,14 +1929,12 @@ TEST_F_TIMEOUT(mirror, fail_mid_write, 600)
 		  m->legs[1], m->legs[1], m->legs[1]);
 	EXPECT_EQ(0, run_cmd(cmd));
 	md_wait_action("idle", true, 600, &w.during);
-	EXPECT_EQ(0, sysfs_write(MD_SYS "/sync_speed_max", "system"));
-	EXPECT_EQ(0, sysfs_write(MD_SYS "/sync_speed_min", "100000"));
+	md_unthrottle(_metadata);
 	for (i = 0; i < 1200 && !(md_action_is("idle") &&
 				  !sysfs_read_ll(MD_SYS "/degraded", &degraded) &&
 				  !degraded); i++)
 		usleep(100000);
-	__atomic_store_n(&w.stop, 1, __ATOMIC_RELEASE);
-	pthread_join(w.thread, NULL);
+	mir_writer_stop(&w);
 	EXPECT_EQ(0, sysfs_write(MD_SYS "/sync_speed_min", "system"));
 	TH_LOG("%d writes, %d failed, %d during the rebuild", w.done,
 	       w.failed, w.during);
@@ -1962,11 +1975,9 @@ TEST_F_TIMEOUT(mirror, resync_during_writes, 600)
 
 	ASSERT_EQ(0, pthread_create(&w.thread, NULL, mir_writer_main, &w));
 	md_wait_action("resync", false, 600, &w.during);
-	EXPECT_EQ(0, sysfs_write(MD_SYS "/sync_speed_max", "system"));
-	EXPECT_EQ(0, sysfs_write(MD_SYS "/sync_speed_min", "100000"));
+	md_unthrottle(_metadata);
 	md_wait_action("idle", true, 1200, NULL);
-	__atomic_store_n(&w.stop, 1, __ATOMIC_RELEASE);
-	pthread_join(w.thread, NULL);
+	mir_writer_stop(&w);
 	EXPECT_EQ(0, sysfs_write(MD_SYS "/sync_speed_min", "system"));
 	TH_LOG("%d writes, %d failed, %d during the resync", w.done,
 	       w.failed, w.during);
@@ -2039,8 +2050,7 @@ TEST_F_TIMEOUT(mirror, replacement_without_p2p, 300)
 	EXPECT_LT(fallbacks0, fallbacks);
 
 	/* Let the replacement finish; then the data is the model. */
-	EXPECT_EQ(0, sysfs_write(MD_SYS "/sync_speed_max", "system"));
-	EXPECT_EQ(0, sysfs_write(MD_SYS "/sync_speed_min", "100000"));
+	md_unthrottle(_metadata);
 	md_wait_action("idle", true, 1200, NULL);
 	EXPECT_EQ(0, sysfs_write(MD_SYS "/sync_speed_min", "system"));
 	EXPECT_EQ(-1, mir_diff(m));
@@ -2079,11 +2089,9 @@ TEST(raid10_reshape_during_writes)
 		  m.nvme[2], m.nvme[2]);
 	EXPECT_EQ(0, run_cmd(cmd));
 	md_wait_action("idle", true, 600, &w.during);
-	EXPECT_EQ(0, sysfs_write(MD_SYS "/sync_speed_max", "system"));
-	EXPECT_EQ(0, sysfs_write(MD_SYS "/sync_speed_min", "100000"));
+	md_unthrottle(_metadata);
 	md_wait_action("idle", true, 1800, NULL);
-	__atomic_store_n(&w.stop, 1, __ATOMIC_RELEASE);
-	pthread_join(w.thread, NULL);
+	mir_writer_stop(&w);
 	EXPECT_EQ(0, sysfs_write(MD_SYS "/sync_speed_min", "system"));
 	ret = sysfs_read_ll(MD_SYS "/raid_disks", &raid_disks);
 	TH_LOG("%d writes, %d failed, %d during the reshape; raid_disks %lld",

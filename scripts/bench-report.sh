@@ -10,8 +10,9 @@ Usage: $0 [--help] [DIR]
 
 Reads DIR/spin-RIG.csv for the rigs throttled, fast and plain (the
 medians scripts/bench-median.sh makes of each run's CSV) and, if
-present, DIR/regress-base.csv (DIR defaults to build/bench, where
-scripts/bench.sh writes them) and writes:
+present, DIR/regress-base.csv and DIR/cliff-{spin,base}.csv (DIR
+defaults to build/bench, where scripts/bench.sh writes them) and
+writes:
   - DIR/report.rst: the tables (reStructuredText, for
     Documentation/spin/bench.rst), each cell the median of its runs
     with the min-max next to it, and the targets, each a ratio of two
@@ -322,6 +323,57 @@ for rig in "${rigs[@]}"; do
 		END { printf "%s|fraction of the overlap bound T(r)|>= 0.9|%.2f %s|residency %s%%|-\n", rig, m, (m >= 0.9 ? "met" : "MISSED"), w }'
 done | rst_table "Targets against results:" rig target goal worst at spread
 } | sed 's/ *$//' >>"$report"
+
+# The size rows (bench-cliff): cached reads into device memory and RAM
+# by request size, on the patched kernel (router on, off) and the
+# unpatched one; then the 8 MiB rate over the 1 MiB rate.
+if [ -s "$dir/cliff-spin.csv" ]; then
+	cliff_lib='
+	function sortv(k,   i, j, x) {
+		for (i = 1; i <= n[k]; i++) a[i] = v[k, i]
+		for (i = 2; i <= n[k]; i++) for (j = i; j > 1 && a[j - 1] > a[j]; j--) {
+			x = a[j]; a[j] = a[j - 1]; a[j - 1] = x }
+	}
+	function med(k) { if (!(k in n)) return 0; sortv(k); return a[int((n[k] + 1) / 2)] }
+	function cell(k,   m) { if (!(k in n)) return "-"; m = med(k); return sprintf("%d (%d-%d)", m, a[1], a[n[k]]) }
+	function sp(k,   m) { if (!(k in n)) return 0; m = med(k); return m ? (a[n[k]] - a[1]) / m : 0 }
+	function rat(k8, k1,   r) {
+		if (!med(k1)) return "-"
+		r = sprintf("%.2f", med(k8) / med(k1))
+		return (sp(k8) > 0.25 || sp(k1) > 0.25) ? r "*" : r
+	}
+	$2 == "read" {
+		c = $6 == "none" ? "base" : $6; p = $3 "|" $5 "|" $4
+		if (!(p in seen)) { seen[p] = 1; o[np++] = p }
+		k = p "|" c; n[k]++; v[k, n[k]] = $8 + 0
+	}'
+	{
+	echo
+	echo "Cached reads by request size"
+	echo "----------------------------"
+	echo
+	grep -h '^cliff,folios,' "$dir/cliff-spin.csv" | sed 's/^cliff,folios,/folio sizes, /'
+	echo
+	cat "$dir/cliff-spin.csv" "$dir/cliff-base.csv" 2>/dev/null |
+		awk -F, "$cliff_lib"'
+		END { for (i = 0; i < np; i++) { p = o[i]
+			printf "%s|%s|%s|%s\n", p, cell(p "|on"), cell(p "|off"), cell(p "|base") } }' |
+		rst_table "MB/s, median (min-max) of the rounds:" folios dest bs spin_on spin_off unpatched
+	echo
+	cat "$dir/cliff-spin.csv" "$dir/cliff-base.csv" 2>/dev/null |
+		awk -F, "$cliff_lib"'
+		END { for (i = 0; i < np; i++) { split(o[i], f, "|"); fd = f[1] "|" f[2]
+			if (f[3] != "8M" || done[fd]++) continue
+			printf "%s|%s|%s|%s\n", fd, rat(fd "|8M|on", fd "|1M|on"),
+				rat(fd "|8M|off", fd "|1M|off"), rat(fd "|8M|base", fd "|1M|base") } }' |
+		rst_table "8 MiB over 1 MiB, ratio of medians ('*': a median spread by more than 25%):" \
+			folios dest spin_on spin_off unpatched
+	echo
+	grep -h '^cliff,copy,' "$dir/cliff-spin.csv" | awk -F, '{ printf "%s|%s|%s|%s|%s\n", $3, $4, $5, $6, $8 }' |
+		rst_table "User-space copies into device memory (spin-copy, one run each), MB/s:" \
+			method chunk src_offset bs MB/s
+	} | sed 's/ *$//' >>"$report"
+fi
 
 # Plots: medians, with min-max error bars.
 if command -v gnuplot >/dev/null; then

@@ -10,7 +10,7 @@ usage() {
 Usage: $0 [--help] [--throttle BYTES_PER_SEC] [--fast BYTES_PER_SEC]
           [--reps N] [--no-base | --base-only]
 
-Boots the rig four times in bench mode, with spin_bench=spin
+Boots the rig six times in bench mode, with spin_bench=spin
 (tools/spin/bench-spin.sh) in the first three; each calibrates the
 router's cost model in its own boot (spin-calibrate), then runs the
 sweeps, every point --reps times (default 3):
@@ -22,16 +22,21 @@ sweeps, every point --reps times (default 3):
   3. plain: no limit (QEMU's DMA is 4-8x the guest's copy); six
      points of the residency sweep and the regression rows
      (bench-regress, router on and off);
-  4. the unpatched kernel (build/obj-base, scripts/kernel-base.sh),
-     spin_bench=regress, the regression rows' baseline; --no-base
-     skips it, --base-only runs only it (and the report, from what an
-     earlier run left in build/bench).
+  4. the plain rig again, spin_bench=cliff (tools/spin/bench-cliff.sh):
+     cached reads into device memory and RAM by request size, 64 KiB
+     to 8 MiB, router on and off, large and 4 KiB folios;
+  5. and 6. the unpatched kernel (build/obj-base,
+     scripts/kernel-base.sh): spin_bench=regress, the regression rows'
+     baseline, and spin_bench=cliff; --no-base skips them, --base-only
+     runs only them (and the report, from what an earlier run left in
+     build/bench).
 scripts/bench-median.sh reduces each run's CSV to medians with their
 spread, and scripts/bench-report.sh makes the tables and the plots.
 
 Writes build/bench/spin-RIG-runs.csv (every run), spin-RIG.csv (the
-medians), regress-base.csv, the calibrations (calib-RIG.txt) and the
-consoles (console-RIG.log).  About 45 minutes on 2 cores.  Not part of
+medians), regress-base.csv, cliff-spin.csv and cliff-base.csv, the
+calibrations (calib-RIG.txt) and the consoles (console-RIG.log).
+About 55 minutes on 2 cores.  Not part of
 the tests: the numbers depend on the host.
 USAGE
 }
@@ -75,11 +80,22 @@ for kind in $rigs; do
 	"$top/scripts/bench-median.sh" "$out/spin-$kind-runs.csv" >"$out/spin-$kind.csv"
 done
 
+# cliff NAME [rig.sh arguments]: the size rows of one kernel.
+cliff() {
+	local name=$1
+	shift
+	boot "cliff-$name" "$@" --append "spin_bench=cliff spin_reps=$reps"
+	grep '^cliff,' "$out/console-cliff-$name.log" >"$out/cliff-$name.csv" ||
+		{ echo "bench: the cliff-$name run gave no rows" >&2; exit 1; }
+}
+[ -n "$rigs" ] && cliff spin
+
 if [ $base = 1 ]; then
 	"$top/scripts/kernel-base.sh"
 	SPIN_OBJ=$top/build/obj-base boot base --append spin_bench=regress
 	grep '^regress,' "$out/console-base.log" >"$out/regress-base.csv" ||
 		{ echo "bench: the unpatched run gave no rows (console-base.log)" >&2; exit 1; }
+	SPIN_OBJ=$top/build/obj-base cliff base
 fi
 echo "throttled = each drive's reads limited to $throttle bytes/s, fast = $fast"
 "$top/scripts/bench-report.sh"

@@ -8,11 +8,17 @@ usage() {
 	cat <<USAGE
 Usage: $0 [--help] [--mode test|demo|bench|shell] [--timeout SECS] [--kvm]
           [--ksft 'run_kselftest.sh args'] [--append 'kernel args']
-          [--throttle BYTES_PER_SEC] [--drive-size SIZE] [--quiet]
+          [--throttle BYTES_PER_SEC] [--drive-size SIZE] [--cpu MODEL]
+          [--quiet]
 
 Boots build/obj/arch/x86/boot/bzImage with build/initramfs.cpio on a
-q35 machine under TCG (-cpu max; --kvm probes /dev/kvm and uses it if a
-guest starts there, which on these nested machines it usually does not).
+q35 machine under TCG (--kvm probes /dev/kvm and uses it if a guest
+starts there, which on these nested machines it usually does not).
+The CPU is QEMU's "max" model; in demo, bench and shell mode without
+SMAP, so that QEMU's software TLB does not slow the guest kernel's
+copies into user buffers by 10x for some buffer placements, which no
+real CPU does (Documentation/spin/rig.rst, "Copies under TCG").  Tests
+keep SMAP, to catch the kernel touching user memory outside uaccess.
 
 Topology (the q35 host bridge is not on the P2PDMA whitelist, so P2P
 pairs sit under one PCIe switch):
@@ -48,6 +54,8 @@ build/run/console-early-death.log.
   --drive-size  size of each SPINRIG drive image (truncate(1) syntax,
               default 1G; sparse, so only what the guest writes uses
               host disk)
+  --cpu       the TCG CPU model (default: max in test mode,
+              max,-smap otherwise)
   --quiet     do not copy the console to the terminal
 
   SPIN_DEBUG=1  boot the debug kernel (build/obj-debug); logs go to
@@ -56,7 +64,7 @@ USAGE
 }
 
 top=$(cd "$(dirname "$0")/.." && pwd)
-mode=shell timeout=0 kvm=0 ksft="" append="" throttle=0 quiet=0 drive_size=1G
+mode=shell timeout=0 kvm=0 ksft="" append="" throttle=0 quiet=0 drive_size=1G cpu=""
 while [ $# -gt 0 ]; do
 	case "$1" in
 	-h|--help) usage; exit 0 ;;
@@ -68,11 +76,16 @@ while [ $# -gt 0 ]; do
 	--append) append=$2; shift ;;
 	--throttle) throttle=$2; shift ;;
 	--drive-size) drive_size=$2; shift ;;
+	--cpu) cpu=$2; shift ;;
 	*) usage >&2; exit 2 ;;
 	esac
 	shift
 done
 case "$mode" in test|demo|bench|shell) ;; *) echo "rig: bad mode '$mode'" >&2; exit 2 ;; esac
+if [ -z "$cpu" ]; then
+	cpu=max,-smap
+	[ "$mode" = test ] && cpu=max
+fi
 
 sfx=$([ "${SPIN_DEBUG:-0}" = 1 ] && echo -debug || true)
 kernel=${SPIN_OBJ:-$top/build/obj$sfx}/arch/x86/boot/bzImage
@@ -90,7 +103,7 @@ trap cleanup EXIT
 truncate -s 256M "$shm"-near
 truncate -s 64M "$shm"-far
 
-accel=(-machine q35,accel=tcg -cpu max)
+accel=(-machine q35,accel=tcg -cpu "$cpu")
 if [ $kvm = 1 ]; then
 	if [ -w /dev/kvm ] && timeout 20 qemu-system-x86_64 -machine q35,accel=kvm \
 		-cpu host -display none -no-reboot -kernel /nonexistent 2>&1 |

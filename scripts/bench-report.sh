@@ -352,15 +352,18 @@ if [ -s "$dir/cliff-spin.csv" ]; then
 	echo "Cached reads by request size"
 	echo "----------------------------"
 	echo
-	grep -h '^cliff,folios,' "$dir/cliff-spin.csv" | sed 's/^cliff,folios,/folio sizes, /'
+	base=/dev/null
+	[ -s "$dir/cliff-base.csv" ] && base=$dir/cliff-base.csv
+	grep -h '^cliff,cpu,' "$dir/cliff-spin.csv" "$base" | sed 's/^cliff,cpu,/CPU: /' || true
+	grep -h '^cliff,folios,' "$dir/cliff-spin.csv" | sed 's/^cliff,folios,/folio sizes, /' || true
 	echo
-	cat "$dir/cliff-spin.csv" "$dir/cliff-base.csv" 2>/dev/null |
+	cat "$dir/cliff-spin.csv" "$base" |
 		awk -F, "$cliff_lib"'
 		END { for (i = 0; i < np; i++) { p = o[i]
 			printf "%s|%s|%s|%s\n", p, cell(p "|on"), cell(p "|off"), cell(p "|base") } }' |
 		rst_table "MB/s, median (min-max) of the rounds:" folios dest bs spin_on spin_off unpatched
 	echo
-	cat "$dir/cliff-spin.csv" "$dir/cliff-base.csv" 2>/dev/null |
+	cat "$dir/cliff-spin.csv" "$base" |
 		awk -F, "$cliff_lib"'
 		END { for (i = 0; i < np; i++) { split(o[i], f, "|"); fd = f[1] "|" f[2]
 			if (f[3] != "8M" || done[fd]++) continue
@@ -369,7 +372,7 @@ if [ -s "$dir/cliff-spin.csv" ]; then
 		rst_table "8 MiB over 1 MiB, ratio of medians ('*': a median spread by more than 25%):" \
 			folios dest spin_on spin_off unpatched
 	echo
-	grep -h '^cliff,copy,' "$dir/cliff-spin.csv" | awk -F, '{ printf "%s|%s|%s|%s|%s\n", $3, $4, $5, $6, $8 }' |
+	{ grep -h '^cliff,copy,' "$dir/cliff-spin.csv" || true; } | awk -F, '{ printf "%s|%s|%s|%s|%s\n", $3, $4, $5, $6, $8 }' |
 		rst_table "User-space copies into device memory (spin-copy, one run each), MB/s:" \
 			method chunk src_offset bs MB/s
 	} | sed 's/ *$//' >>"$report"

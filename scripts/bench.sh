@@ -85,8 +85,9 @@ cliff() {
 	local name=$1
 	shift
 	boot "cliff-$name" "$@" --append "spin_bench=cliff spin_reps=$reps"
-	grep '^cliff,' "$out/console-cliff-$name.log" >"$out/cliff-$name.csv" ||
-		{ echo "bench: the cliff-$name run gave no rows" >&2; exit 1; }
+	grep -q '^# bench-cliff: end' "$out/console-cliff-$name.log" ||
+		{ echo "bench: the cliff-$name run did not finish (console-cliff-$name.log)" >&2; exit 1; }
+	grep '^cliff,' "$out/console-cliff-$name.log" >"$out/cliff-$name.csv"
 }
 [ -n "$rigs" ] && cliff spin
 

@@ -12,7 +12,7 @@ Boots the rig with scripts/rig.sh --mode bench and the given arguments
 (for example --append 'spin_bench=cliff spin_profile=1'), and each time
 the guest's console prints a line "# <anything>: profile NAME begin",
 samples the QEMU process with 'perf record -e cpu-clock' for N seconds
-(default 8).  Guest code runs as QEMU's translated code, which perf
+(default 8); rig.sh's --timeout ends a guest that hangs.  Guest code runs as QEMU's translated code, which perf
 shows as anonymous memory; QEMU's own helpers (softmmu TLB refills,
 device emulation) appear by name.  Writes build/profile/NAME.txt, the
 split by DSO and the top of 'perf report --sort dso,sym' for each
@@ -31,7 +31,8 @@ command -v perf >/dev/null || { echo "rig-profile: perf not installed" >&2; exit
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 out=$top/build/profile
-console=$top/build/run/bench/console.log
+run=$top/build/run/bench$([ "${SPIN_DEBUG:-0}" = 1 ] && echo -debug || true)
+console=$run/console.log
 mkdir -p "$out"
 rm -f "$console"
 
@@ -46,9 +47,12 @@ while kill -0 $rig 2>/dev/null; do
 	while [ $seen -lt ${#names[@]} ]; do
 		name=${names[$seen]}
 		seen=$((seen + 1))
-		pid=$(pgrep -n -f 'qemu-system-x86_64.*spin_mode=bench') || continue
-		perf record -q -e cpu-clock -F 999 -p "$pid" -o "$out/$name.data" \
-			-- sleep "$secs" >/dev/null 2>&1 || true
+		pid=$(cat "$run/qemu.pid")
+		if ! perf record -q -e cpu-clock -F 999 -p "$pid" -o "$out/$name.data" \
+			-- sleep "$secs" >"$out/$name.log" 2>&1; then
+			echo "rig-profile: $name: perf record failed ($out/$name.log)" >&2
+			continue
+		fi
 		{
 			perf report -q -i "$out/$name.data" --sort dso --stdio 2>/dev/null
 			echo

@@ -39,7 +39,8 @@ pairs sit under one PCIe switch):
 Disk images and shared-memory files are new sparse files for every run
 (build/run/<mode>/ and /dev/shm), removed afterwards.  The console goes
 to build/run/<mode>/console.log and the terminal, the second serial
-port (the guest's TAP output) to build/run/<mode>/tap.log.  A guest
+port (the guest's TAP output) to build/run/<mode>/tap.log, QEMU's pid
+to build/run/<mode>/qemu.pid.  A guest
 that panics before its /init starts (a TCG hazard, see the comment at
 the end) is booted once more; the first console is kept in
 build/run/console-early-death.log.
@@ -55,7 +56,7 @@ build/run/console-early-death.log.
               default 1G; sparse, so only what the guest writes uses
               host disk)
   --cpu       the TCG CPU model (default: max in test mode,
-              max,-smap otherwise)
+              max,-smap otherwise; --kvm, when KVM works, uses host)
   --quiet     do not copy the console to the terminal
 
   SPIN_DEBUG=1  boot the debug kernel (build/obj-debug); logs go to
@@ -119,6 +120,7 @@ drive_opts=""
 
 args=(
 	"${accel[@]}" -smp 2 -m 2G -nodefaults -display none -no-reboot
+	-pidfile "$run/qemu.pid"
 	-kernel "$kernel" -initrd "$initrd"
 	-serial mon:stdio -serial "file:$run/tap.log"
 	-object "memory-backend-file,id=near,mem-path=$shm-near,size=256M,share=on"

@@ -17,24 +17,29 @@ In DIR (default: a new XFS on the first rig drive, mounted on
 /mnt/cliff) a 64 MiB file, written as make demo writes it, is read
 with fio (buffered, psync, 128 MiB a run, the file fully cached) in
 requests of 64 KiB to 8 MiB, into device memory (the 256 MiB
-provider's p2pmem/allocate) and into RAM (malloc, and an anonymous
-mmap of exactly the request's size), with the page cache held in
+provider's p2pmem/allocate, as fio maps it, and 4 KiB past the start
+of a longer mapping with --iomem_align=4k) and into RAM (malloc, and an
+anonymous mmap of exactly the request's size), with the page cache held in
 large folios (read in by read-ahead) and in 4 KiB folios (read in with
 POSIX_FADV_RANDOM by spin-cache), spin_reps rounds (default 3).
 spin-folios reports the folio sizes of each.
 
-Then spin-copy times user-space copies from RAM into device memory, by
+Then spin-copy times user-space copies from RAM into device memory (into
+RAM on a kernel without a provider, such as the unpatched one), by
 instruction (rep movsb and rep movsq 4 KiB at a time, as the kernel's
 copy_to_user() does, and the C library's memcpy), with the source at
-the same offset from a 1 MiB boundary as the destination (OFFSET 0)
+the same offset from a 2 MiB boundary as the destination (OFFSET 0)
 and 64 KiB away from it (OFFSET 65536): under TCG the first aliases in
 QEMU's software TLB (Documentation/spin/rig.rst, "Copies under TCG").
 
 Prints CSV lines, no header:
+  cliff,cpu,smap=0|1  (whether the CPU the rig gave has SMAP)
   cliff,folios,FOLIOS,<spin-folios output>
   cliff,read,FOLIOS,BS,DEST,ROUTER,ROUND,MB/s
   cliff,copy,METHOD,CHUNK,OFFSET,BS,DEST,MB/s
-ROUTER being on, off or none (a kernel without the router).
+DEST being p2pmem, p2pmem4k, ram or mmap; ROUTER on, off or none (a
+kernel without the router).  Ends with "# bench-cliff: end"; a run
+that fails is reported on stderr and makes the exit status 1.
 
 spin_profile=1 instead reads the cached file into device memory for
 15 s at 8 MiB, then 15 s at 1 MiB (router off, large folios), each
@@ -57,7 +62,13 @@ for d in /sys/bus/pci/devices/*; do
 	[ "$(cat "$d/p2pmem/published" 2>/dev/null)" = 1 ] || continue
 	[ "$(cat "$d/p2pmem/size")" -ge 268435456 ] && provider=$d && break
 done
-[ -n "$provider" ] || { echo "bench-cliff: no 256 MiB provider" >&2; exit 1; }
+# The unpatched kernel has no provider (patch 0001 adds it): RAM only.
+dests="p2pmem p2pmem4k ram mmap" copydest=$provider copylabel=p2pmem
+if [ -z "$provider" ]; then
+	echo "bench-cliff: no 256 MiB p2pmem provider: RAM only" >&2
+	[ "${spin_profile:-0}" = 1 ] && exit 1
+	dests="ram mmap" copydest=ram copylabel=ram
+fi
 
 dir=${1:-}
 if [ -z "$dir" ]; then
@@ -69,6 +80,15 @@ fi
 f=$dir/cliff
 dd if=/dev/urandom of="$f" bs=1M count=64 2>/dev/null
 sync
+
+fails=0
+check() {	# MB/s, what: a run that printed no rate failed
+	case $1 in
+	''|*[!0-9]*) echo "bench-cliff: $2 failed" >&2; fails=1 ;;
+	esac
+}
+
+grep -qw smap /proc/cpuinfo && echo "cliff,cpu,smap=1" || echo "cliff,cpu,smap=0"
 
 # cache FOLIOS: the whole file in the page cache, in large folios
 # (read-ahead of one 64 MiB read) or in 4 KiB ones (POSIX_FADV_RANDOM).
@@ -108,9 +128,11 @@ for round in $(seq "$REPS"); do
 	for folios in large small; do
 		cache $folios
 		for bs in 64k 1M 2M 4M 8M; do
-			for dest in p2pmem ram mmap; do
+			for dest in $dests; do
+				align=0
 				case $dest in
 				p2pmem) iomem=mmapshared:$provider/p2pmem/allocate ;;
+				p2pmem4k) iomem=mmapshared:$provider/p2pmem/allocate align=4k ;;
 				ram) iomem=malloc ;;
 				mmap) iomem=mmap ;;
 				esac
@@ -121,8 +143,10 @@ for round in $(seq "$REPS"); do
 					esac
 					bw=$(fio --name=c --filename="$f" --rw=read --bs=$bs \
 						--direct=0 --ioengine=psync --iomem=$iomem \
-						--size=64M --loops=2 --invalidate=0 --minimal 2>/dev/null |
-						awk -F';' '{ printf "%.0f\n", $7 * 1024 / 1e6 }')
+						--iomem_align=$align --size=64M --loops=2 \
+						--invalidate=0 --minimal 2>/dev/null |
+						awk -F';' '$5 == 0 { printf "%.0f\n", $7 * 1024 / 1e6 }')
+					check "$bw" "fio $folios $bs $dest router=$router"
 					echo "cliff,read,$folios,$bs,$dest,$router,$round,$bw"
 				done
 			done
@@ -134,9 +158,11 @@ done
 for method in movsb:4096 movsq:4096 memcpy:0; do
 	for off in 0 65536; do
 		for bs in 1M 8M; do
-			bw=$(spin-copy -c ${method#*:} -o $off ${method%:*} $provider $bs 128M)
-			echo "cliff,copy,${method%:*},${method#*:},$off,$bs,p2pmem,$bw"
+			bw=$(spin-copy -c ${method#*:} -o $off ${method%:*} $copydest $bs 128M)
+			check "$bw" "spin-copy ${method%:*} $off $bs"
+			echo "cliff,copy,${method%:*},${method#*:},$off,$bs,$copylabel,$bw"
 		done
 	done
 done
-exit 0
+echo "# bench-cliff: end"
+exit $fails

@@ -3,7 +3,8 @@
  * spin-copy: how fast does this CPU (or this emulator) copy into device
  * memory, by each of the instructions a kernel or a libc would use?
  *
- * Usage: spin-copy [-c CHUNK] [-s SRC] METHOD DEST BLOCK-SIZE TOTAL-BYTES
+ * Usage: spin-copy [-c CHUNK] [-o OFFSET] [-s SRC] METHOD DEST BLOCK-SIZE
+ *                  TOTAL-BYTES
  *
  * Copies TOTAL-BYTES from an ordinary RAM buffer of BLOCK-SIZE bytes
  * into a BLOCK-SIZE destination, one block at a time, and prints MB/s.
@@ -83,7 +84,13 @@ int main(int argc, char **argv)
 		switch (opt) {
 		case 'c': chunk = size_arg(optarg); break;
 		case 'o': soff = size_arg(optarg); break;
-		case 's': thp = !strcmp(optarg, "thp"); break;
+		case 's':
+			if (strcmp(optarg, "ram") && strcmp(optarg, "thp")) {
+				usage(stderr);
+				return 2;
+			}
+			thp = !strcmp(optarg, "thp");
+			break;
 		default: usage(stderr); return 2;
 		}
 	}
@@ -148,8 +155,9 @@ int main(int argc, char **argv)
 		perror("mmap");
 		return 1;
 	}
+	/* Differs from page to page, so a misplaced chunk cannot match. */
 	for (off = 0; off < bs; off++)
-		src[off] = (unsigned char)(off * 131 + 7);
+		src[off] = (unsigned char)(off * 131 + (off >> 12) * 29 + 7);
 	memset(dst, 0, bs);	/* fault everything in before the clock */
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);

@@ -116,12 +116,15 @@ sync
 counter() { cat "$R/stats/$1"; }
 
 # fio_bw FILE RW BS DIRECT IOMEM BYTES JOBS [fio args] -> MB/s, page
-# cache untouched
+# cache untouched.  --iomem_align=4k keeps fio's buffer off the 2 MiB
+# boundary 6.12 gives a mapping of 2, 4 or 8 MiB, where under TCG a copy
+# from a large folio can alias in QEMU's software TLB and run 10x slower
+# (Documentation/spin/rig.rst, "Copies under TCG").
 fio_bw() {
 	f=$1 rw=$2 bs=$3 direct=$4 iomem=$5 bytes=$6 jobs=$7
 	shift 7
 	fio --name=b --filename="$f" --rw="$rw" --bs="$bs" --direct="$direct" \
-		--ioengine=psync --iomem="$iomem" --size=$((bytes / jobs)) \
+		--ioengine=psync --iomem="$iomem" --iomem_align=4k --size=$((bytes / jobs)) \
 		--numjobs="$jobs" --offset_increment=$((bytes / jobs)) \
 		--group_reporting --invalidate=0 --minimal "$@" 2>/dev/null |
 		awk -F';' '{ printf "%.0f\n", $7 * 1024 / 1e6 }'

@@ -126,9 +126,18 @@ static bool kmsg_suspect(const char *msg)
  * without those words ("nvmet: creating nvm controller 1 for subsystem
  * ...", "nvme nvme4: new ctrl: ...", "nvmet_tcp: enabling port 1 ...",
  * "XFS (nvme4n1): Mounting V5 Filesystem ...", "nvme nvme4: Removing
- * ctrl: ...").  Add one here only with the reason it is harmless.
+ * ctrl: ...").  The rig itself logs one.  Add one here only with the
+ * reason it is harmless.
  */
 static const char *const kmsg_benign[] = {
+	/*
+	 * KERN_WARNING, once a boot, from hrtimer_interrupt() when one
+	 * timer interrupt ran longer than it should: under TCG, whenever
+	 * the host preempts a vCPU thread (seen once in a fresh-clone
+	 * run on 2026-11-26, "interrupt took 4961933 ns").  It is about
+	 * the emulator's timing, not the code under test.
+	 */
+	"hrtimer: interrupt took ",
 	NULL,
 };
 

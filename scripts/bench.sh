@@ -36,7 +36,7 @@ spread, and scripts/bench-report.sh makes the tables and the plots.
 Writes build/bench/spin-RIG-runs.csv (every run), spin-RIG.csv (the
 medians), regress-base.csv, cliff-spin.csv and cliff-base.csv, the
 calibrations (calib-RIG.txt) and the consoles (console-RIG.log).
-About 55 minutes on 2 cores.  Not part of
+About an hour on 2 cores.  Not part of
 the tests: the numbers depend on the host.
 USAGE
 }

@@ -15,10 +15,11 @@ Boots build/obj/arch/x86/boot/bzImage with build/initramfs.cpio on a
 q35 machine under TCG (--kvm probes /dev/kvm and uses it if a guest
 starts there, which on these nested machines it usually does not).
 The CPU is QEMU's "max" model; in demo, bench and shell mode without
-SMAP, so that QEMU's software TLB does not slow the guest kernel's
-copies into user buffers by 10x for some buffer placements, which no
-real CPU does (Documentation/spin/rig.rst, "Copies under TCG").  Tests
-keep SMAP, to catch the kernel touching user memory outside uaccess.
+SMAP, so that QEMU's software TLB slows the guest kernel's copies into
+2 MiB-aligned user buffers 10x only now and then instead of every time,
+which no real CPU does (Documentation/spin/rig.rst, "Copies under
+TCG").  Tests keep SMAP, to catch the kernel touching user memory
+outside uaccess.
 
 Topology (the q35 host bridge is not on the P2PDMA whitelist, so P2P
 pairs sit under one PCIe switch):

@@ -31,7 +31,9 @@ pairs sit under one PCIe switch):
                   |- xio3130-downstream - nvme serial SPINRIG1 (1 GiB)
                   |- xio3130-downstream - nvme serial SPINRIG2 (1 GiB)
                   |- xio3130-downstream - nvme SPINMPATH ctrl 0 \\ one subsystem,
-                  \`- xio3130-downstream - nvme SPINMPATH ctrl 1 / shared ns (1 GiB)
+                  |- xio3130-downstream - nvme SPINMPATH ctrl 1 / shared ns (1 GiB)
+                  \`- xio3130-downstream - ivshmem-plain (32 MiB)  "gpu": bound to
+                                           test_p2pdma, registered, not published
   pcie.0 - ioh3420 root port rp1
              \`- ivshmem-plain (64 MiB)  "far": not reachable from the drives
   pcie.0 - ioh3420 root port rp2
@@ -100,10 +102,11 @@ run=$top/build/run/$mode$sfx
 rm -rf "$run"
 mkdir -p "$run"
 shm=/dev/shm/spin-rig-$$
-cleanup() { rm -f "$shm"-near "$shm"-far "$run"/*.img; }
+cleanup() { rm -f "$shm"-near "$shm"-far "$shm"-gpu "$run"/*.img; }
 trap cleanup EXIT
 truncate -s 256M "$shm"-near
 truncate -s 64M "$shm"-far
+truncate -s 32M "$shm"-gpu
 
 accel=(-machine q35,accel=tcg -cpu "$cpu")
 if [ $kvm = 1 ]; then
@@ -163,6 +166,16 @@ args+=(
 	-device nvme,id=mpc1,serial=SPINMPATH,subsys=mpsub,bus=dp5
 	-drive "file=$run/mpath.img,if=none,id=mpd,format=raw,cache=unsafe$drive_opts"
 	-device nvme-ns,drive=mpd,bus=mpc0,nsid=1,shared=on
+)
+
+# A GPU's memory: the guest's /init binds it to test_p2pdma
+# (lib/test_p2pdma.c), which registers it and publishes nothing.  Its
+# size (32 MiB) is how the guest tells it from the other two.  Last on the
+# switch, so that the devices before it keep their addresses.
+args+=(
+	-object "memory-backend-file,id=gpu,mem-path=$shm-gpu,size=32M,share=on"
+	-device xio3130-downstream,id=dp6,bus=up0,chassis=11,slot=6
+	-device ivshmem-plain,memdev=gpu,bus=dp6
 )
 
 cmdline="console=ttyS0 panic=-1 oops=panic spin_mode=$mode"

@@ -13,6 +13,12 @@
  * The cases from uring_read_qd1 on do the same through io_uring (where a
  * read into device memory completes asynchronously), with preadv2()'s
  * RWF_NOWAIT and RWF_HIPRI, and with read(), readv() and write().
+ *
+ * The gpu_* cases use device memory the way a GPU driver hands it out,
+ * through lib/test_p2pdma.c (the rig's "gpu" ivshmem, registered and not
+ * published): the driver reads and writes the file itself with a bio_vec
+ * of its pages, as AMD's KFD does for hipFile, and maps its pages into
+ * user space from its own mmap().
  */
 #include <liburing.h>
 #include <stddef.h>
@@ -22,6 +28,7 @@
 #include "spin_util.h"
 #include "spin_router.h"
 #include "../kselftest_harness.h"
+#include "../../../../lib/test_p2pdma_uapi.h"
 
 #define TRACE_EVENT_DIR	TRACEFS "/events/p2p_router/p2p_router_segment"
 
@@ -1034,8 +1041,9 @@ TEST_F_TIMEOUT(router, p2p_write_append_dsync, 180)
 #define CANCEL_TAG	(~0ULL)
 
 /*
- * One request: IORING_OP_READ, IORING_OP_WRITE or IORING_OP_READ_FIXED
- * (registered buffer 0) of iov[0], or IORING_OP_READV of iov[0..nr).
+ * One request: IORING_OP_READ, IORING_OP_WRITE, IORING_OP_READ_FIXED or
+ * IORING_OP_WRITE_FIXED (registered buffer 0) of iov[0], or
+ * IORING_OP_READV of iov[0..nr).
  */
 struct uring_io {
 	int op;
@@ -1077,6 +1085,27 @@ static void uring_init(struct __test_metadata *_metadata,
 		TH_LOG("io_uring_queue_init: %s", strerror(-ret));
 }
 
+/*
+ * A ring for @op: for IORING_OP_READ_FIXED and IORING_OP_WRITE_FIXED, with
+ * @len bytes at @buf registered as buffer 0, device memory or not.
+ */
+static void uring_init_op(struct __test_metadata *_metadata,
+			  struct io_uring *ring, int op, void *buf, size_t len)
+{
+	struct iovec reg = { buf, len };
+	int ret;
+
+	uring_init(_metadata, ring);
+	if (op != IORING_OP_READ_FIXED && op != IORING_OP_WRITE_FIXED)
+		return;
+	ret = io_uring_register_buffers(ring, &reg, 1);
+	if (ret)
+		io_uring_queue_exit(ring);
+	ASSERT_EQ(0, ret)
+		TH_LOG("registering %zu bytes at %p: %s", len, buf,
+		       strerror(-ret));
+}
+
 /* Put @io on an SQE tagged @tag; a read's destination is poisoned first. */
 static int uring_queue(struct io_uring *ring, int fd, struct uring_io *io,
 		       __u64 tag)
@@ -1088,7 +1117,7 @@ static int uring_queue(struct io_uring *ring, int fd, struct uring_io *io,
 
 	if (!sqe)
 		return -EBUSY;
-	if (io->op != IORING_OP_WRITE)
+	if (io->op != IORING_OP_WRITE && io->op != IORING_OP_WRITE_FIXED)
 		for (i = 0; i < io->nr; i++)
 			memset(io->iov[i].iov_base, POISON, io->iov[i].iov_len);
 	io->res = INT_MIN;
@@ -1104,6 +1133,9 @@ static int uring_queue(struct io_uring *ring, int fd, struct uring_io *io,
 		break;
 	case IORING_OP_WRITE:
 		io_uring_prep_write(sqe, fd, buf, len, io->off);
+		break;
+	case IORING_OP_WRITE_FIXED:
+		io_uring_prep_write_fixed(sqe, fd, buf, len, io->off, 0);
 		break;
 	default:
 		io_uring_prep_nop(sqe);
@@ -1214,7 +1246,7 @@ static void uring_reads(struct __test_metadata *_metadata,
  * none blocks the submitter.
  */
 static void uring_reads_qd(struct __test_metadata *_metadata,
-			   FIXTURE_DATA(router) *self, unsigned int qd)
+			   FIXTURE_DATA(router) *self, unsigned int qd, int op)
 {
 	const size_t slots = (READ_LEN - URING_IO_LEN) / PAGE + 1;
 	uint64_t seed = 0x5eed0000ULL + qd, rnd = seed;
@@ -1234,8 +1266,8 @@ static void uring_reads_qd(struct __test_metadata *_metadata,
 			for (j = 0; j < i && ios[j].off != off; j++)
 				;
 		} while (j < i);
-		uring_io_set(&ios[i], IORING_OP_READ,
-			     self->dev + i * URING_IO_LEN, URING_IO_LEN, off);
+		uring_io_set(&ios[i], op, self->dev + i * URING_IO_LEN,
+			     URING_IO_LEN, off);
 	}
 	ASSERT_EQ(0, drop_caches());
 	for (off = 0; off < (off_t)READ_LEN; off += 128 * KiB)
@@ -1243,8 +1275,9 @@ static void uring_reads_qd(struct __test_metadata *_metadata,
 	ASSERT_EQ((long)(READ_LEN / PAGE / 2),
 		  resident_pages(self->ref_fd, 0, READ_LEN));
 
-	uring_init(_metadata, &ring);
-	snprintf(what, sizeof(what), "io_uring, %u reads of 256 KiB", qd);
+	uring_init_op(_metadata, &ring, op, self->dev, MAP_LEN);
+	snprintf(what, sizeof(what), "io_uring, %u %s of 256 KiB", qd,
+		 op == IORING_OP_READ_FIXED ? "READ_FIXEDs" : "reads");
 	uring_reads(_metadata, self, &ring, ios, qd, what, &d);
 	io_uring_queue_exit(&ring);
 	EXPECT_LE(qd, d.routed_reads);
@@ -1255,25 +1288,41 @@ static void uring_reads_qd(struct __test_metadata *_metadata,
 
 TEST_F_TIMEOUT(router, uring_read_qd1, 180)
 {
-	uring_reads_qd(_metadata, self, 1);
+	uring_reads_qd(_metadata, self, 1, IORING_OP_READ);
 }
 
 TEST_F_TIMEOUT(router, uring_read_qd8, 180)
 {
-	uring_reads_qd(_metadata, self, 8);
+	uring_reads_qd(_metadata, self, 8, IORING_OP_READ);
 }
 
 TEST_F_TIMEOUT(router, uring_read_qd32, 180)
 {
-	uring_reads_qd(_metadata, self, 32);
+	uring_reads_qd(_metadata, self, 32, IORING_OP_READ);
+}
+
+TEST_F_TIMEOUT(router, uring_read_fixed_qd1, 180)
+{
+	uring_reads_qd(_metadata, self, 1, IORING_OP_READ_FIXED);
+}
+
+TEST_F_TIMEOUT(router, uring_read_fixed_qd8, 180)
+{
+	uring_reads_qd(_metadata, self, 8, IORING_OP_READ_FIXED);
+}
+
+TEST_F_TIMEOUT(router, uring_read_fixed_qd32, 180)
+{
+	uring_reads_qd(_metadata, self, 32, IORING_OP_READ_FIXED);
 }
 
 /*
- * Eight 1 MiB io_uring reads over [0, READ_LEN) with none, every other
- * 64 KiB and all of it cached: the drive DMAs what is not cached and only
- * that, and the copies and the DMAs add up to the reads.
+ * Eight 1 MiB io_uring reads (@op) over [0, READ_LEN) with none, every
+ * other 64 KiB and all of it cached: the drive DMAs what is not cached and
+ * only that, and the copies and the DMAs add up to the reads.
  */
-TEST_F_TIMEOUT(router, uring_read_residency, 180)
+static void uring_residency(struct __test_metadata *_metadata,
+			    FIXTURE_DATA(router) *self, int op)
 {
 	static const unsigned int pct[] = { 0, 50, 100 };
 	const unsigned int n = READ_LEN / MiB;
@@ -1285,7 +1334,7 @@ TEST_F_TIMEOUT(router, uring_read_residency, 180)
 	char what[64];
 	off_t off;
 
-	uring_init(_metadata, &ring);
+	uring_init_op(_metadata, &ring, op, self->dev, MAP_LEN);
 	for (k = 0; k < ARRAY_SIZE(pct); k++) {
 		ASSERT_EQ(0, drop_caches());
 		if (pct[k] == 100)
@@ -1293,9 +1342,10 @@ TEST_F_TIMEOUT(router, uring_read_residency, 180)
 		for (off = 0; pct[k] == 50 && off < len; off += 128 * KiB)
 			ASSERT_EQ(0, make_resident(self, off, 64 * KiB));
 		for (i = 0; i < n; i++)
-			uring_io_set(&ios[i], IORING_OP_READ,
-				     self->dev + i * MiB, MiB, i * MiB);
-		snprintf(what, sizeof(what), "io_uring, %u%% cached", pct[k]);
+			uring_io_set(&ios[i], op, self->dev + i * MiB, MiB,
+				     i * MiB);
+		snprintf(what, sizeof(what), "io_uring %s, %u%% cached",
+			 op == IORING_OP_READ ? "READ" : "READ_FIXED", pct[k]);
 		uring_reads(_metadata, self, &ring, ios, n, what, &d);
 		EXPECT_LE(n, d.routed_reads);
 		EXPECT_EQ(len, d.p2p_bytes + d.cache_bytes);
@@ -1312,6 +1362,11 @@ TEST_F_TIMEOUT(router, uring_read_residency, 180)
 		EXPECT_LE(1, d.async_reads);
 	}
 	io_uring_queue_exit(&ring);
+}
+
+TEST_F_TIMEOUT(router, uring_read_residency, 180)
+{
+	uring_residency(_metadata, self, IORING_OP_READ);
 }
 
 /*
@@ -1349,60 +1404,86 @@ TEST_F_TIMEOUT(router, uring_readv, 180)
 }
 
 /*
- * Eight 1 MiB io_uring writes from device memory, to every other MiB of
- * [0, 16 MiB), the first 4 MiB cached before: all are routed (from io-wq
- * where the file system must block), the page cache is not left stale,
- * and the MiB between them keep their bytes, read back warm and cold.
+ * @n io_uring writes (@op) of 8 MiB / @n each from device memory, to every
+ * other such range of [0, 16 MiB), the first 4 MiB cached before: all are
+ * routed (from io-wq where the file system must block), the page cache is
+ * not left stale, and the ranges between them keep their bytes, read back
+ * warm and cold.
  */
-TEST_F_TIMEOUT(router, uring_write_qd8, 180)
+static void uring_writes(struct __test_metadata *_metadata,
+			 FIXTURE_DATA(router) *self, unsigned int n, int op)
 {
-	const long long len = 1 * MiB;
-	uint64_t seed = self->seed ^ 0x75e1;
+	const long long len = READ_LEN / n;
+	uint64_t seed = self->seed ^ 0x75e1 ^ n;
 	struct router_stats before, d;
-	struct uring_io ios[8];
+	struct uring_io ios[URING_MAX_IO];
 	struct io_uring ring;
 	unsigned int i, cold;
+	char what[64];
 	int wfd;
 
+	ASSERT_GE(URING_MAX_IO, (int)n);
 	wfd = open(self->path, O_RDWR);
 	ASSERT_LE(0, wfd);
 	ASSERT_EQ(0, drop_caches());
 	ASSERT_EQ(0, make_resident(self, 0, 4 * MiB));
-	for (i = 0; i < ARRAY_SIZE(ios); i++) {
+	for (i = 0; i < n; i++) {
 		unsigned char *src = self->dev + i * len;
 
 		pattern_fill(src, len, 2 * i * len, seed);
-		uring_io_set(&ios[i], IORING_OP_WRITE, src, len, 2 * i * len);
+		uring_io_set(&ios[i], op, src, len, 2 * i * len);
 	}
-	uring_init(_metadata, &ring);
+	uring_init_op(_metadata, &ring, op, self->dev, MAP_LEN);
 	stats_read(&before);
-	uring_run(_metadata, &ring, wfd, ios, ARRAY_SIZE(ios));
+	uring_run(_metadata, &ring, wfd, ios, n);
 	stats_delta(&before, &d);
 	io_uring_queue_exit(&ring);
-	stats_log(_metadata, "io_uring, 8 writes of 1 MiB", &d);
+	snprintf(what, sizeof(what), "io_uring, %u %s of %lld KiB", n,
+		 op == IORING_OP_WRITE ? "WRITEs" : "WRITE_FIXEDs", len / KiB);
+	stats_log(_metadata, what, &d);
 	ASSERT_EQ(0, close(wfd));
-	for (i = 0; i < ARRAY_SIZE(ios); i++)
+	for (i = 0; i < n; i++)
 		ASSERT_EQ(len, ios[i].res)
-			TH_LOG("the write to MiB %u", 2 * i);
+			TH_LOG("the write to %lld KiB", 2 * i * len / KiB);
 
 	for (cold = 0; cold < 2; cold++) {
 		if (cold)
 			ASSERT_EQ(0, drop_caches());
-		for (i = 0; i < ARRAY_SIZE(ios); i++) {
+		for (i = 0; i < n; i++) {
 			EXPECT_EQ(-1, readback_diff(self, 2 * i * len, len,
 						    seed))
-				TH_LOG("written MiB %u, %s", 2 * i,
-				       cold ? "cold" : "warm");
+				TH_LOG("written at %lld KiB, %s",
+				       2 * i * len / KiB, cold ? "cold" : "warm");
 			EXPECT_EQ(-1, readback_diff(self, (2 * i + 1) * len,
 						    len, self->seed))
-				TH_LOG("untouched MiB %u, %s", 2 * i + 1,
+				TH_LOG("untouched at %lld KiB, %s",
+				       (2 * i + 1) * len / KiB,
 				       cold ? "cold" : "warm");
 		}
 	}
-	EXPECT_LE((long long)ARRAY_SIZE(ios), d.routed_writes);
+	EXPECT_LE((long long)n, d.routed_writes);
 	EXPECT_LT(0, d.p2p_write_bytes);
-	EXPECT_EQ((long long)ARRAY_SIZE(ios) * len,
-		  d.p2p_write_bytes + d.cache_write_bytes);
+	EXPECT_EQ((long long)n * len, d.p2p_write_bytes + d.cache_write_bytes);
+}
+
+TEST_F_TIMEOUT(router, uring_write_qd8, 180)
+{
+	uring_writes(_metadata, self, 8, IORING_OP_WRITE);
+}
+
+TEST_F_TIMEOUT(router, uring_write_fixed_qd1, 180)
+{
+	uring_writes(_metadata, self, 1, IORING_OP_WRITE_FIXED);
+}
+
+TEST_F_TIMEOUT(router, uring_write_fixed_qd8, 180)
+{
+	uring_writes(_metadata, self, 8, IORING_OP_WRITE_FIXED);
+}
+
+TEST_F_TIMEOUT(router, uring_write_fixed_qd32, 180)
+{
+	uring_writes(_metadata, self, 32, IORING_OP_WRITE_FIXED);
 }
 
 /*
@@ -1527,36 +1608,110 @@ TEST_F_TIMEOUT(router, uring_ring_closed, 180)
 }
 
 /*
- * IORING_OP_READ_FIXED into device memory registered with the ring: right
- * bytes, DMAed.  A known gap: io_uring_register_buffers() pins the pages
- * without FOLL_PCI_P2PDMA and fails, and a registered buffer would reach
- * the router as a bvec, which it does not route.
+ * IORING_OP_READ_FIXED into device memory registered with the ring: the
+ * registered buffer reaches the router as a bio_vec of P2PDMA pages, and
+ * is split between copy and DMA as a READ is, at 0, 50 and 100% cached.
  */
 TEST_F_TIMEOUT(router, uring_read_fixed, 180)
 {
-	struct iovec reg = { self->dev, 4 * MiB };
-	struct router_stats d;
+	uring_residency(_metadata, self, IORING_OP_READ_FIXED);
+}
+
+/*
+ * One registered buffer over two mappings side by side: device memory the
+ * drive reaches, then device memory of a provider it cannot reach.  The
+ * bio_vec is split where the provider changes: the reachable part is
+ * routed, the rest copied, every byte right, for READ_FIXED and
+ * WRITE_FIXED.
+ */
+TEST_F_TIMEOUT(router, uring_fixed_two_providers, 180)
+{
+	const size_t half = 2 * MiB;
+	const uint64_t seed = self->seed ^ 0xf1d;
+	struct router_stats d, before;
+	char provider[SYSFS_LEN];
 	struct io_uring ring;
 	struct uring_io io;
-	int ret;
+	unsigned char *buf;
+	int wfd;
 
-	uring_init(_metadata, &ring);
-	ret = io_uring_register_buffers(&ring, &reg, 1);
-	if (ret) {
-		TH_LOG("registering 4 MiB of device memory: %s",
-		       strerror(-ret));
-		io_uring_queue_exit(&ring);
-		XFAIL_IF(true,
-			 "device memory cannot be registered with io_uring, issue #17");
-		return;
-	}
+	ASSERT_EQ(0, p2pmem_find(self->nvme_dev, false, provider,
+				 sizeof(provider)));
+	buf = mmap(NULL, 2 * half, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS,
+		   -1, 0);
+	ASSERT_NE(MAP_FAILED, buf);
+	ASSERT_EQ(buf, p2pmem_map_at(self->provider, buf, half));
+	ASSERT_EQ(buf + half, p2pmem_map_at(provider, buf + half, half));
+	uring_init_op(_metadata, &ring, IORING_OP_READ_FIXED, buf, 2 * half);
+
 	ASSERT_EQ(0, drop_caches());
-	uring_io_set(&io, IORING_OP_READ_FIXED, self->dev + MiB, 2 * MiB, MiB);
+	uring_io_set(&io, IORING_OP_READ_FIXED, buf + 4 * KiB,
+		     2 * half - 8 * KiB, 3 * MiB);
 	uring_reads(_metadata, self, &ring, &io, 1,
-		    "READ_FIXED into device memory", &d);
+		    "READ_FIXED, near then far device memory", &d);
+	EXPECT_LE(1, d.routed_reads);
+	EXPECT_LT(0, d.p2p_bytes);
+	EXPECT_EQ((long long)half - 4 * KiB, d.p2p_bytes + d.cache_bytes);
+	EXPECT_LE(1, d.fallback_unreachable);
+
+	/* The same buffer written elsewhere: the file's new bytes. */
+	wfd = open(self->path, O_RDWR);
+	ASSERT_LE(0, wfd);
+	pattern_fill(buf, 2 * half, 8 * MiB, seed);
+	uring_io_set(&io, IORING_OP_WRITE_FIXED, buf, 2 * half, 8 * MiB);
+	stats_read(&before);
+	uring_run(_metadata, &ring, wfd, &io, 1);
+	stats_delta(&before, &d);
+	stats_log(_metadata, "WRITE_FIXED, near then far device memory", &d);
+	ASSERT_EQ(0, close(wfd));
+	ASSERT_EQ((int)(2 * half), io.res);
+	EXPECT_EQ((long long)half, d.p2p_write_bytes);
+	EXPECT_EQ((long long)half, d.cache_write_bytes);
+	ASSERT_EQ(0, drop_caches());
+	EXPECT_EQ(-1, readback_diff(self, 8 * MiB, 2 * half, seed));
 	io_uring_queue_exit(&ring);
-	XFAIL_IF(!d.p2p_bytes,
-		 "READ_FIXED into device memory is not routed, issue #17");
+	munmap(buf, 2 * half);
+}
+
+/*
+ * A buffer that is part RAM and part device memory cannot be registered:
+ * RAM must be pinned FOLL_LONGTERM, which GUP refuses for device memory.
+ * Registration fails with EFAULT, in either order, and pins nothing: the
+ * provider gets all its memory back once the mapping is gone, and the ring
+ * still registers device memory alone.
+ */
+TEST_F_TIMEOUT(router, uring_fixed_ram_and_device, 180)
+{
+	const size_t half = 2 * MiB;
+	long long avail = p2pmem_available(self->provider);
+	struct iovec reg;
+	struct io_uring ring;
+	unsigned char *buf;
+	int ram_first, ret;
+
+	ASSERT_LT(0, avail);
+	uring_init(_metadata, &ring);
+	for (ram_first = 0; ram_first < 2; ram_first++) {
+		buf = mmap(NULL, 2 * half, PROT_READ | PROT_WRITE,
+			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+		ASSERT_NE(MAP_FAILED, buf);
+		ASSERT_NE(NULL, p2pmem_map_at(self->provider,
+					      buf + ram_first * half, half));
+		reg.iov_base = buf;
+		reg.iov_len = 2 * half;
+		ret = io_uring_register_buffers(&ring, &reg, 1);
+		EXPECT_EQ(-EFAULT, ret)
+			TH_LOG("%s first: %s", ram_first ? "RAM" : "device",
+			       strerror(-ret));
+		if (!ret)
+			io_uring_unregister_buffers(&ring);
+		munmap(buf, 2 * half);
+		EXPECT_EQ(avail, p2pmem_available(self->provider));
+	}
+	reg.iov_base = self->dev;
+	reg.iov_len = half;
+	EXPECT_EQ(0, io_uring_register_buffers(&ring, &reg, 1));
+	io_uring_queue_exit(&ring);
 }
 
 /* READ_FIXED into registered RAM: not the router's, a plain copy. */
@@ -1860,6 +2015,345 @@ TEST_F_TIMEOUT(router, uring_read_cur_pos, 180)
 	stats_log(_metadata, "two 4 MiB reads at position -1", &d);
 	EXPECT_LE(2, d.async_reads);
 	io_uring_queue_exit(&ring);
+}
+
+
+/*
+ * Device memory the way a GPU driver hands it out (lib/test_p2pdma.c).
+ */
+#define GPU_DEV		"/dev/test_p2pdma"
+#define GPU_LEN		(16 * MiB)
+
+/* The driver's device memory: an open file with GPU_LEN of it, mapped. */
+struct gpu {
+	int fd;
+	unsigned char *map;
+};
+
+static void gpu_open(struct __test_metadata *_metadata, struct gpu *gpu)
+{
+	uint64_t size = GPU_LEN;
+
+	gpu->map = NULL;
+	gpu->fd = open(GPU_DEV, O_RDWR | O_CLOEXEC);
+	ASSERT_LE(0, gpu->fd)
+		TH_LOG("%s: %s (the rig's gpu ivshmem bound to test_p2pdma)",
+		       GPU_DEV, strerror(errno));
+	ASSERT_EQ(0, ioctl(gpu->fd, TEST_P2PDMA_ALLOC, &size))
+		TH_LOG("TEST_P2PDMA_ALLOC: %s", strerror(errno));
+	gpu->map = mmap(NULL, GPU_LEN, PROT_READ | PROT_WRITE, MAP_SHARED,
+			gpu->fd, 0);
+	ASSERT_NE(MAP_FAILED, gpu->map);
+}
+
+static void gpu_close(struct gpu *gpu)
+{
+	if (gpu->map && gpu->map != MAP_FAILED)
+		munmap(gpu->map, GPU_LEN);
+	close(gpu->fd);
+}
+
+/*
+ * The driver reads (or, with TEST_P2PDMA_WRITE, writes) @len bytes at file
+ * offset @pos of @fd into (from) its buffer at @off, with a bio_vec of its
+ * pages.  Returns what vfs_iocb_iter_read() or _write() returned.
+ */
+static long gpu_rw(struct gpu *gpu, int fd, unsigned int flags, off_t pos,
+		   size_t len, size_t off)
+{
+	struct test_p2pdma_rw rw = {
+		.fd = fd, .flags = flags, .pos = pos, .len = len,
+		.offset = off,
+	};
+	long ret;
+
+	if (!(flags & TEST_P2PDMA_WRITE))
+		memset(gpu->map + off, POISON, len);
+	ret = ioctl(gpu->fd, TEST_P2PDMA_RW, &rw);
+	return ret < 0 ? -errno : ret;
+}
+
+/*
+ * The in-kernel bio_vec read, as AMD's hipFile path issues it without
+ * O_DIRECT, of READ_LEN with none, every other 64 KiB and all of it
+ * cached: the drive DMAs what is not cached and only that, the copies and
+ * the DMAs add up to the read, and every byte is right.
+ */
+TEST_F_TIMEOUT(router, gpu_bvec_read, 180)
+{
+	static const unsigned int pct[] = { 0, 50, 100 };
+	const long long len = READ_LEN;
+	struct router_stats before, d;
+	struct gpu gpu;
+	char what[64];
+	unsigned int k;
+	off_t off;
+
+	gpu_open(_metadata, &gpu);
+	for (k = 0; k < ARRAY_SIZE(pct); k++) {
+		ASSERT_EQ(0, drop_caches());
+		if (pct[k] == 100)
+			ASSERT_EQ(0, make_resident(self, 0, len));
+		for (off = 0; pct[k] == 50 && off < len; off += 128 * KiB)
+			ASSERT_EQ(0, make_resident(self, off, 64 * KiB));
+		stats_read(&before);
+		ASSERT_EQ(len, gpu_rw(&gpu, self->fd, 0, 0, len, 0));
+		stats_delta(&before, &d);
+		snprintf(what, sizeof(what), "bio_vec read, %u%% cached",
+			 pct[k]);
+		stats_log(_metadata, what, &d);
+		ASSERT_EQ(-1, pattern_diff(self, gpu.map, len, 0));
+		EXPECT_LE(1, d.routed_reads);
+		EXPECT_EQ(len, d.p2p_bytes + d.cache_bytes);
+		if (pct[k] == 0)
+			EXPECT_LE(len / 10 * 9, d.p2p_bytes);
+		if (pct[k] == 50) {
+			EXPECT_LT(0, d.p2p_bytes);
+			EXPECT_LT(0, d.cache_bytes);
+		}
+		if (pct[k] == 100)
+			EXPECT_EQ(0, d.p2p_bytes);
+	}
+	gpu_close(&gpu);
+}
+
+/*
+ * The in-kernel bio_vec write: the aligned middle goes out by DMA, the
+ * file reads back the new bytes warm and cold, its neighbours keep theirs.
+ */
+TEST_F_TIMEOUT(router, gpu_bvec_write, 180)
+{
+	const uint64_t seed = self->seed ^ 0x69a;
+	const long long len = 4 * MiB, pos = 2 * MiB + 512;
+	struct router_stats before, d;
+	struct gpu gpu;
+	int wfd, cold;
+
+	gpu_open(_metadata, &gpu);
+	wfd = open(self->path, O_RDWR);
+	ASSERT_LE(0, wfd);
+	ASSERT_EQ(0, drop_caches());
+	ASSERT_EQ(0, make_resident(self, 0, 3 * MiB));
+	pattern_fill(gpu.map + 512, len, pos, seed);
+	stats_read(&before);
+	ASSERT_EQ(len, gpu_rw(&gpu, wfd, TEST_P2PDMA_WRITE, pos, len, 512));
+	stats_delta(&before, &d);
+	stats_log(_metadata, "bio_vec write", &d);
+	ASSERT_EQ(0, close(wfd));
+	EXPECT_LE(1, d.routed_writes);
+	EXPECT_LT(0, d.p2p_write_bytes);
+	EXPECT_EQ(len, d.p2p_write_bytes + d.cache_write_bytes);
+	for (cold = 0; cold < 2; cold++) {
+		if (cold)
+			ASSERT_EQ(0, drop_caches());
+		EXPECT_EQ(-1, readback_diff(self, pos, len, seed))
+			TH_LOG("%s", cold ? "cold" : "warm");
+		EXPECT_EQ(-1, readback_diff(self, 0, pos, self->seed));
+		EXPECT_EQ(-1, readback_diff(self, pos + len, MiB, self->seed));
+	}
+	gpu_close(&gpu);
+}
+
+/*
+ * A bio_vec whose segments are neither block sized nor block aligned
+ * (1000 and 3096 bytes a page, at an odd offset into the buffer and the
+ * file): nothing of it can be DMAed as it is, and every byte must still
+ * be right, read and written.
+ */
+TEST_F_TIMEOUT(router, gpu_bvec_unaligned, 180)
+{
+	const uint64_t seed = self->seed ^ 0x5b1;
+	const long long len = 2 * MiB + 333, pos = 5 * MiB + 7;
+	struct router_stats before, d;
+	struct gpu gpu;
+	int wfd;
+
+	gpu_open(_metadata, &gpu);
+	ASSERT_EQ(0, drop_caches());
+	stats_read(&before);
+	ASSERT_EQ(len, gpu_rw(&gpu, self->fd, TEST_P2PDMA_SPLIT, pos, len,
+			      100));
+	stats_delta(&before, &d);
+	stats_log(_metadata, "split bio_vec read", &d);
+	ASSERT_EQ(-1, pattern_diff(self, gpu.map + 100, len, pos));
+	EXPECT_LE(1, d.routed_reads);
+	EXPECT_EQ(len, d.p2p_bytes + d.cache_bytes);
+
+	wfd = open(self->path, O_RDWR);
+	ASSERT_LE(0, wfd);
+	pattern_fill(gpu.map + 100, len, pos, seed);
+	ASSERT_EQ(len, gpu_rw(&gpu, wfd, TEST_P2PDMA_WRITE | TEST_P2PDMA_SPLIT,
+			      pos, len, 100));
+	ASSERT_EQ(0, close(wfd));
+	ASSERT_EQ(0, drop_caches());
+	EXPECT_EQ(-1, readback_diff(self, pos, len, seed));
+	EXPECT_EQ(-1, readback_diff(self, pos - 4 * KiB, 4 * KiB, self->seed));
+	gpu_close(&gpu);
+}
+
+/*
+ * A bio_vec of device memory, then RAM: the device half is routed, the RAM
+ * half copied through the page cache, read and written, every byte right.
+ */
+TEST_F_TIMEOUT(router, gpu_bvec_ram_tail, 180)
+{
+	const uint64_t seed = self->seed ^ 0x7a1;
+	const long long len = 4 * MiB, pos = 4 * MiB;
+	struct router_stats before, d;
+	struct gpu gpu;
+	int wfd;
+
+	gpu_open(_metadata, &gpu);
+	ASSERT_EQ(0, drop_caches());
+	stats_read(&before);
+	ASSERT_EQ(len, gpu_rw(&gpu, self->fd, TEST_P2PDMA_RAM_TAIL, pos, len,
+			      0));
+	stats_delta(&before, &d);
+	stats_log(_metadata, "bio_vec read, device memory then RAM", &d);
+	ASSERT_EQ(-1, pattern_diff(self, gpu.map, len, pos));
+	EXPECT_LE(1, d.routed_reads);
+	EXPECT_LT(0, d.p2p_bytes);
+	/* Only the device memory half is the router's to count. */
+	EXPECT_EQ(len / 2, d.p2p_bytes + d.cache_bytes);
+
+	wfd = open(self->path, O_RDWR);
+	ASSERT_LE(0, wfd);
+	pattern_fill(gpu.map, len, pos, seed);
+	stats_read(&before);
+	ASSERT_EQ(len, gpu_rw(&gpu, wfd,
+			      TEST_P2PDMA_WRITE | TEST_P2PDMA_RAM_TAIL, pos,
+			      len, 0));
+	stats_delta(&before, &d);
+	stats_log(_metadata, "bio_vec write, device memory then RAM", &d);
+	ASSERT_EQ(0, close(wfd));
+	EXPECT_EQ(len / 2, d.p2p_write_bytes);
+	EXPECT_EQ(len / 2, d.cache_write_bytes);
+	ASSERT_EQ(0, drop_caches());
+	EXPECT_EQ(-1, readback_diff(self, pos, len, seed));
+	gpu_close(&gpu);
+}
+
+/*
+ * The driver's bio_vec read of a file opened O_DIRECT is O_DIRECT
+ * (IOCB_DIRECT): not the router's, and the bytes are right.
+ */
+TEST_F_TIMEOUT(router, gpu_bvec_odirect, 180)
+{
+	const long long len = 2 * MiB;
+	struct router_stats before, d;
+	struct gpu gpu;
+	int dfd;
+
+	gpu_open(_metadata, &gpu);
+	dfd = open(self->path, O_RDONLY | O_DIRECT);
+	ASSERT_LE(0, dfd);
+	stats_read(&before);
+	ASSERT_EQ(len, gpu_rw(&gpu, dfd, 0, MiB, len, 0));
+	stats_delta(&before, &d);
+	stats_log(_metadata, "bio_vec read, O_DIRECT", &d);
+	close(dfd);
+	ASSERT_EQ(-1, pattern_diff(self, gpu.map, len, MiB));
+	EXPECT_EQ(0, d.routed_reads);
+	gpu_close(&gpu);
+}
+
+/* pread() and pwrite() into and from the driver's own mapping. */
+TEST_F_TIMEOUT(router, gpu_mmap_rw, 180)
+{
+	const uint64_t seed = self->seed ^ 0x3a9;
+	const long long len = 4 * MiB, pos = 8 * MiB;
+	struct router_stats before, d;
+	struct gpu gpu;
+	int wfd;
+
+	gpu_open(_metadata, &gpu);
+	ASSERT_EQ(0, drop_caches());
+	ASSERT_EQ(len, poisoned_pread(self, gpu.map, len, MiB));
+	ASSERT_EQ(-1, pattern_diff(self, gpu.map, len, MiB));
+
+	ASSERT_EQ(0, drop_caches());
+	stats_read(&before);
+	ASSERT_EQ(len, poisoned_pread(self, gpu.map + len, len, MiB));
+	stats_delta(&before, &d);
+	stats_log(_metadata, "pread into the driver's mapping", &d);
+	ASSERT_EQ(-1, pattern_diff(self, gpu.map + len, len, MiB));
+	EXPECT_LE(1, d.routed_reads);
+	EXPECT_LT(0, d.p2p_bytes);
+
+	wfd = open(self->path, O_RDWR);
+	ASSERT_LE(0, wfd);
+	pattern_fill(gpu.map, len, pos, seed);
+	stats_read(&before);
+	ASSERT_EQ(len, pwrite(wfd, gpu.map, len, pos));
+	stats_delta(&before, &d);
+	stats_log(_metadata, "pwrite from the driver's mapping", &d);
+	ASSERT_EQ(0, close(wfd));
+	EXPECT_LT(0, d.p2p_write_bytes);
+	ASSERT_EQ(0, drop_caches());
+	EXPECT_EQ(-1, readback_diff(self, pos, len, seed));
+	gpu_close(&gpu);
+}
+
+/*
+ * A process that has never mapped p2pmem/allocate maps the driver's pages:
+ * vm_insert_page() marks its mm, and a pread() into the mapping is routed.
+ * The same memory mapped VM_PFNMAP (remap_pfn_range(), no pages to pin) is
+ * never routed: the read is copied, and right.  Runs in a child forked
+ * before anything mapped device memory, on the raw first rig drive.
+ */
+TEST(gpu_mmap_marks_mm)
+{
+	const size_t len = 2 * MiB, size = 8 * MiB;
+	const uint64_t seed = 0x9e11;
+	struct router_stats before, d;
+	struct router_knobs knobs;
+	unsigned char *pfn, *ref;
+	char ns[NAME_MAX + 1], path[PATH_MAX];
+	struct gpu gpu;
+	int fd;
+
+	ASSERT_EQ(0, nvme_rig_ns(0, ns, sizeof(ns)));
+	snprintf(path, sizeof(path), "/dev/%s", ns);
+	fd = open(path, O_RDWR);
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, write_pattern(fd, size, seed));
+	ASSERT_EQ(0, router_knobs_save(&knobs));
+	ASSERT_EQ(0, router_knobs_default(0));
+	ref = malloc(len);
+	ASSERT_NE(NULL, ref);
+	pattern_fill(ref, len, MiB, seed);
+
+	gpu_open(_metadata, &gpu);
+	ASSERT_EQ(0, drop_caches());
+	memset(gpu.map, POISON, len);
+	stats_read(&before);
+	ASSERT_EQ((ssize_t)len, pread(fd, gpu.map, len, MiB));
+	stats_delta(&before, &d);
+	stats_log(_metadata, "pread into vm_insert_page() pages", &d);
+	ASSERT_EQ(-1, first_diff(gpu.map, ref, len));
+	EXPECT_LE(1, d.routed_reads);
+	EXPECT_LT(0, d.p2p_bytes);
+
+	pfn = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, gpu.fd,
+		   TEST_P2PDMA_PFNMAP_OFFSET + len);
+	ASSERT_NE(MAP_FAILED, pfn);
+	ASSERT_EQ(0, drop_caches());
+	memset(pfn, POISON, len);
+	stats_read(&before);
+	ASSERT_EQ((ssize_t)len, pread(fd, pfn, len, MiB));
+	stats_delta(&before, &d);
+	stats_log(_metadata, "pread into a VM_PFNMAP mapping", &d);
+	ASSERT_EQ(-1, first_diff(pfn, ref, len));
+	/* The driver's own mapping of the same pages sees the same bytes. */
+	ASSERT_EQ(-1, first_diff(gpu.map + len, ref, len));
+	EXPECT_EQ(0, d.routed_reads);
+	EXPECT_EQ(0, d.p2p_bytes);
+	EXPECT_LE(1, d.fallback_not_device_memory);
+	munmap(pfn, len);
+	gpu_close(&gpu);
+	free(ref);
+	close(fd);
+	EXPECT_EQ(0, router_knobs_restore(&knobs));
 }
 
 TEST_HARNESS_MAIN

@@ -241,6 +241,27 @@ static inline void *p2pmem_map(const char *provider, size_t len)
 }
 
 /*
+ * Map @len bytes of a provider's device memory at @addr, over whatever is
+ * mapped there (MAP_FIXED); NULL with errno set.
+ */
+static inline void *p2pmem_map_at(const char *provider, void *addr,
+				  size_t len)
+{
+	char path[PATH_MAX];
+	void *p;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/p2pmem/allocate", provider);
+	fd = open(path, O_RDWR);
+	if (fd < 0)
+		return NULL;
+	p = mmap(addr, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
+		 fd, 0);
+	close(fd);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+/*
  * p2pmem/available of a provider, in bytes, or -1 when it cannot be read
  * (a size is never negative, so callers compare it as it is).
  */

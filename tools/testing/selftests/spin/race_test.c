@@ -54,7 +54,10 @@
  *    one that issues the same kinds of reads through io_uring, one to
  *    four at a time (the router serves them asynchronously: the DMA is
  *    still in flight after the caller's lock is dropped), and one into
- *    RAM, each read checked as above;
+ *    RAM, each read checked as above.  In the xfs_kernel_shapes variant
+ *    the first reads through test_p2pdma, a driver that reads the file
+ *    into its own device memory with a bio_vec (vfs_iocb_iter_read()),
+ *    and the io_uring one uses READ_FIXED into registered device memory;
  *  - a chaos thread: truncation down into the top quarter and back up,
  *    PUNCH_HOLE|KEEP_SIZE, fdatasync(), POSIX_FADV_DONTNEED, writes of 1
  *    to drop_caches, and switches of the router's cost model between the
@@ -99,6 +102,7 @@
 
 #include "spin_util.h"
 #include "../kselftest_harness.h"
+#include "../../../../lib/test_p2pdma_uapi.h"
 
 #define P2P_ENABLED	P2P_ROUTER "/enabled"
 #define P2P_COPY_MBPS	P2P_ROUTER "/copy_mbps"
@@ -231,6 +235,8 @@ struct worker {
 	uint64_t *map;		/* mmap writer: [0, MMAP_END) */
 	struct io_uring ring;	/* io_uring reader, routed writer */
 	bool has_ring;
+	bool fixed;		/* io_uring reader: READ_FIXED of @dev */
+	int gpu_fd;		/* reader: reads by test_p2pdma into @dev */
 	bool flipped;		/* chaos: the DMA-favouring model is set */
 	long ops;
 	long long words;	/* read and judged */
@@ -749,11 +755,17 @@ static void op_read(struct worker *w, unsigned char *buf, size_t off,
 {
 	enum op_how how = w->role == RAM_READER ? READ_RAM : READ_DEV;
 	uint32_t slot = read_begin(w, how, buf, off, len, w->snap);
+	struct test_p2pdma_rw rw = {
+		.fd = w->fd, .pos = off, .len = len, .offset = buf - w->dev,
+	};
 	ssize_t n;
 
 	if (slot == NO_OP)
 		return;
-	n = pread(w->fd, buf, len, off);
+	if (w->gpu_fd >= 0)
+		n = ioctl(w->gpu_fd, TEST_P2PDMA_RW, &rw);
+	else
+		n = pread(w->fd, buf, len, off);
 	read_judge(w, buf, off, len, w->snap, slot, n, errno);
 }
 
@@ -797,7 +809,11 @@ static void uring_reads(struct worker *w)
 		if (io[i].slot == NO_OP)
 			break;
 		sqe = io_uring_get_sqe(&w->ring);
-		io_uring_prep_read(sqe, w->fd, io[i].buf, len, off);
+		if (w->fixed)
+			io_uring_prep_read_fixed(sqe, w->fd, io[i].buf, len,
+						 off, 0);
+		else
+			io_uring_prep_read(sqe, w->fd, io[i].buf, len, off);
 		io_uring_sqe_set_data64(sqe, i);
 	}
 	n = i;
@@ -1289,6 +1305,7 @@ FIXTURE_VARIANT(race) {
 	int members;		/* > 1: md over that many rig drives */
 	int level;		/* its RAID level */
 	bool p2p_write;		/* routed writes DMA */
+	bool shapes;		/* readers: a driver's bio_vec, READ_FIXED */
 };
 
 FIXTURE_VARIANT_ADD(race, xfs) {
@@ -1301,6 +1318,15 @@ FIXTURE_VARIANT_ADD(race, raid0) {
 	.fs = NULL, .nvme = 0, .members = 2, .level = 0, .p2p_write = true };
 FIXTURE_VARIANT_ADD(race, raid1_xfs) {
 	.fs = "xfs", .nvme = 1, .members = 2, .level = 1, .p2p_write = true };
+/*
+ * Device memory in the shapes GPU stacks hand it out: the reader into
+ * device memory is test_p2pdma reading the file with a bio_vec of its
+ * pages (vfs_iocb_iter_read(), as AMD's KFD does), the io_uring reader
+ * uses READ_FIXED into a registered buffer of device memory.
+ */
+FIXTURE_VARIANT_ADD(race, xfs_kernel_shapes) {
+	.fs = "xfs", .nvme = 2, .members = 1, .p2p_write = true,
+	.shapes = true };
 
 static const char *const knob_paths[3] = {
 	P2P_ENABLED, P2P_COPY_MBPS, P2P_COPY_FROM,
@@ -1444,6 +1470,7 @@ TEST_F_TIMEOUT(race, same_words, 300)
 		w->rng = seed ^ 0x9e3779b97f4a7c15ULL * (i + 1);
 		w->last = 0;
 		w->dev = dev + i * SLICE;
+		w->gpu_fd = -1;
 		w->fd = open(self->path, O_RDWR |
 			     (w->role == DIRECT_WRITER ? O_DIRECT : 0));
 		ASSERT_LE(0, w->fd) TH_LOG("open %s for the %s: %s",
@@ -1458,6 +1485,24 @@ TEST_F_TIMEOUT(race, same_words, 300)
 			ASSERT_EQ(0, io_uring_queue_init(URING_QD, &w->ring,
 							 0));
 			w->has_ring = true;
+		}
+		if (variant->shapes && w->role == URING_READER) {
+			struct iovec reg = { w->dev, SLICE };
+
+			ASSERT_EQ(0, io_uring_register_buffers(&w->ring, &reg,
+							       1));
+			w->fixed = true;
+		}
+		if (variant->shapes && w->role == DEV_READER) {
+			uint64_t size = SLICE;
+
+			w->gpu_fd = open("/dev/test_p2pdma", O_RDWR);
+			ASSERT_LE(0, w->gpu_fd)
+				TH_LOG("/dev/test_p2pdma: %s", strerror(errno));
+			ASSERT_EQ(0, ioctl(w->gpu_fd, TEST_P2PDMA_ALLOC, &size));
+			w->dev = mmap(NULL, SLICE, PROT_READ | PROT_WRITE,
+				      MAP_SHARED, w->gpu_fd, 0);
+			ASSERT_NE(MAP_FAILED, w->dev);
 		}
 		if (w->role == MMAP_WRITER) {
 			w->map = mmap(NULL, MMAP_END, PROT_READ | PROT_WRITE,
@@ -1525,6 +1570,10 @@ TEST_F_TIMEOUT(race, same_words, 300)
 			munmap(w->map, MMAP_END);
 		if (w->has_ring)
 			io_uring_queue_exit(&w->ring);
+		if (w->gpu_fd >= 0) {
+			munmap(w->dev, SLICE);
+			close(w->gpu_fd);
+		}
 		close(w->fd);
 		free(w->ram);
 		free(w->snap);

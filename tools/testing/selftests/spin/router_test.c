@@ -22,6 +22,7 @@
  */
 #include <liburing.h>
 #include <stddef.h>
+#include <sys/socket.h>
 #include <sys/sysmacros.h>
 #include <sys/uio.h>
 
@@ -1027,6 +1028,61 @@ TEST_F_TIMEOUT(router, p2p_write_append_dsync, 180)
 }
 
 /*
+ * Device memory the way a GPU driver hands it out (lib/test_p2pdma.c).
+ */
+#define GPU_DEV		"/dev/test_p2pdma"
+#define GPU_LEN		(16 * MiB)
+
+/* The driver's device memory: an open file with GPU_LEN of it, mapped. */
+struct gpu {
+	int fd;
+	unsigned char *map;
+};
+
+static void gpu_open(struct __test_metadata *_metadata, struct gpu *gpu)
+{
+	uint64_t size = GPU_LEN;
+
+	gpu->map = NULL;
+	gpu->fd = open(GPU_DEV, O_RDWR | O_CLOEXEC);
+	ASSERT_LE(0, gpu->fd)
+		TH_LOG("%s: %s (the rig's gpu ivshmem bound to test_p2pdma)",
+		       GPU_DEV, strerror(errno));
+	ASSERT_EQ(0, ioctl(gpu->fd, TEST_P2PDMA_ALLOC, &size))
+		TH_LOG("TEST_P2PDMA_ALLOC: %s", strerror(errno));
+	gpu->map = mmap(NULL, GPU_LEN, PROT_READ | PROT_WRITE, MAP_SHARED,
+			gpu->fd, 0);
+	ASSERT_NE(MAP_FAILED, gpu->map);
+}
+
+static void gpu_close(struct gpu *gpu)
+{
+	if (gpu->map && gpu->map != MAP_FAILED)
+		munmap(gpu->map, GPU_LEN);
+	close(gpu->fd);
+}
+
+/*
+ * The driver reads (or, with TEST_P2PDMA_WRITE, writes) @len bytes at file
+ * offset @pos of @fd into (from) its buffer at @off, with a bio_vec of its
+ * pages.  Returns what vfs_iocb_iter_read() or _write() returned.
+ */
+static long gpu_rw(struct gpu *gpu, int fd, unsigned int flags, off_t pos,
+		   size_t len, size_t off)
+{
+	struct test_p2pdma_rw rw = {
+		.fd = fd, .flags = flags, .pos = pos, .len = len,
+		.offset = off,
+	};
+	long ret;
+
+	if (!(flags & TEST_P2PDMA_WRITE))
+		memset(gpu->map + off, POISON, len);
+	ret = ioctl(gpu->fd, TEST_P2PDMA_RW, &rw);
+	return ret < 0 ? -errno : ret;
+}
+
+/*
  * io_uring.  A read into device memory is first tried inline, without
  * blocking: the router starts the DMA and completes the request through
  * ki_complete (async_reads), has a worker finish a part that would block
@@ -1714,6 +1770,69 @@ TEST_F_TIMEOUT(router, uring_fixed_ram_and_device, 180)
 	io_uring_queue_exit(&ring);
 }
 
+/*
+ * Registered device memory where it cannot go, each a clean error and
+ * never wrong bytes or a crash:
+ *  - a zero-copy send (a network driver maps pages with dma_map_page()):
+ *    EOPNOTSUPP;
+ *  - an O_DIRECT READ_FIXED from a loop device, whose queue has no
+ *    BLK_FEAT_PCI_P2PDMA: EREMOTEIO, as for user memory;
+ *  - the driver's in-kernel O_DIRECT bio_vec read from it: EREMOTEIO too;
+ * while a buffered READ_FIXED from the loop device is copied, right.
+ */
+TEST_F_TIMEOUT(router, uring_fixed_bad_targets, 180)
+{
+	const char *file = "/tmp/spin-router-loop";
+	const size_t len = 256 * KiB;
+	struct io_uring_sqe *sqe;
+	struct io_uring_cqe *cqe;
+	struct io_uring ring;
+	struct uring_io io;
+	char loop[64];
+	struct gpu gpu;
+	int sv[2], lfd, dfd;
+
+	ASSERT_EQ(0, write_pattern_file(file, 4 * MiB, self->seed));
+	ASSERT_EQ(0, loop_attach(file, loop, sizeof(loop)));
+	uring_init_op(_metadata, &ring, IORING_OP_READ_FIXED, self->dev,
+		      2 * MiB);
+
+	ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_STREAM, 0, sv));
+	sqe = io_uring_get_sqe(&ring);
+	io_uring_prep_send_zc_fixed(sqe, sv[0], self->dev, len, 0, 0, 0);
+	ASSERT_EQ(1, io_uring_submit(&ring));
+	ASSERT_EQ(0, io_uring_wait_cqe(&ring, &cqe));
+	EXPECT_EQ(-EOPNOTSUPP, cqe->res);
+	io_uring_cqe_seen(&ring, cqe);
+	close(sv[0]);
+	close(sv[1]);
+
+	dfd = open(loop, O_RDONLY | O_DIRECT);
+	ASSERT_LE(0, dfd);
+	uring_io_set(&io, IORING_OP_READ_FIXED, self->dev, len, 0);
+	uring_run(_metadata, &ring, dfd, &io, 1);
+	EXPECT_EQ(-EREMOTEIO, io.res);
+
+	lfd = open(loop, O_RDONLY);
+	ASSERT_LE(0, lfd);
+	uring_io_set(&io, IORING_OP_READ_FIXED, self->dev + 4 * KiB, len,
+		     MiB);
+	uring_run(_metadata, &ring, lfd, &io, 1);
+	EXPECT_EQ((int)len, io.res);
+	EXPECT_EQ(-1, pattern_diff(self, self->dev + 4 * KiB, len, MiB));
+	io_uring_queue_exit(&ring);
+
+	gpu_open(_metadata, &gpu);
+	EXPECT_EQ(-EREMOTEIO, gpu_rw(&gpu, dfd, 0, 0, len, 0));
+	EXPECT_EQ((long)len, gpu_rw(&gpu, lfd, 0, MiB, len, 0));
+	EXPECT_EQ(-1, pattern_diff(self, gpu.map, len, MiB));
+	gpu_close(&gpu);
+	close(dfd);
+	close(lfd);
+	loop_detach(loop);
+	unlink(file);
+}
+
 /* READ_FIXED into registered RAM: not the router's, a plain copy. */
 TEST_F_TIMEOUT(router, uring_read_fixed_ram, 180)
 {
@@ -2017,61 +2136,6 @@ TEST_F_TIMEOUT(router, uring_read_cur_pos, 180)
 	io_uring_queue_exit(&ring);
 }
 
-
-/*
- * Device memory the way a GPU driver hands it out (lib/test_p2pdma.c).
- */
-#define GPU_DEV		"/dev/test_p2pdma"
-#define GPU_LEN		(16 * MiB)
-
-/* The driver's device memory: an open file with GPU_LEN of it, mapped. */
-struct gpu {
-	int fd;
-	unsigned char *map;
-};
-
-static void gpu_open(struct __test_metadata *_metadata, struct gpu *gpu)
-{
-	uint64_t size = GPU_LEN;
-
-	gpu->map = NULL;
-	gpu->fd = open(GPU_DEV, O_RDWR | O_CLOEXEC);
-	ASSERT_LE(0, gpu->fd)
-		TH_LOG("%s: %s (the rig's gpu ivshmem bound to test_p2pdma)",
-		       GPU_DEV, strerror(errno));
-	ASSERT_EQ(0, ioctl(gpu->fd, TEST_P2PDMA_ALLOC, &size))
-		TH_LOG("TEST_P2PDMA_ALLOC: %s", strerror(errno));
-	gpu->map = mmap(NULL, GPU_LEN, PROT_READ | PROT_WRITE, MAP_SHARED,
-			gpu->fd, 0);
-	ASSERT_NE(MAP_FAILED, gpu->map);
-}
-
-static void gpu_close(struct gpu *gpu)
-{
-	if (gpu->map && gpu->map != MAP_FAILED)
-		munmap(gpu->map, GPU_LEN);
-	close(gpu->fd);
-}
-
-/*
- * The driver reads (or, with TEST_P2PDMA_WRITE, writes) @len bytes at file
- * offset @pos of @fd into (from) its buffer at @off, with a bio_vec of its
- * pages.  Returns what vfs_iocb_iter_read() or _write() returned.
- */
-static long gpu_rw(struct gpu *gpu, int fd, unsigned int flags, off_t pos,
-		   size_t len, size_t off)
-{
-	struct test_p2pdma_rw rw = {
-		.fd = fd, .flags = flags, .pos = pos, .len = len,
-		.offset = off,
-	};
-	long ret;
-
-	if (!(flags & TEST_P2PDMA_WRITE))
-		memset(gpu->map + off, POISON, len);
-	ret = ioctl(gpu->fd, TEST_P2PDMA_RW, &rw);
-	return ret < 0 ? -errno : ret;
-}
 
 /*
  * The in-kernel bio_vec read, as AMD's hipFile path issues it without

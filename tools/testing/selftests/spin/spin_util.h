@@ -29,7 +29,9 @@
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/ioctl.h>
 #include <sys/wait.h>
+#include <linux/loop.h>
 
 #define SPIN_RIG_SERIAL	"SPINRIG"
 #define PCI_DEVICES	"/sys/bus/pci/devices"
@@ -623,5 +625,39 @@ static inline long first_diff(const void *a, const void *b, size_t len)
 		_metadata->exit_code = (gap) ? KSFT_XFAIL : KSFT_XPASS;	\
 	}								\
 } while (0)
+
+/* Attach @file to a free loop device; its path goes to @dev. */
+static inline int loop_attach(const char *file, char *dev, size_t len)
+{
+	int ctl, fd, lfd, n, ret = -1;
+
+	ctl = open("/dev/loop-control", O_RDWR);
+	if (ctl < 0)
+		return -1;
+	n = ioctl(ctl, LOOP_CTL_GET_FREE);
+	close(ctl);
+	if (n < 0)
+		return -1;
+	snprintf(dev, len, "/dev/loop%d", n);
+	fd = open(file, O_RDWR);
+	lfd = open(dev, O_RDWR);
+	if (fd >= 0 && lfd >= 0)
+		ret = ioctl(lfd, LOOP_SET_FD, fd);
+	if (fd >= 0)
+		close(fd);
+	if (lfd >= 0)
+		close(lfd);
+	return ret;
+}
+
+static inline void loop_detach(const char *dev)
+{
+	int fd = open(dev, O_RDWR);
+
+	if (fd >= 0) {
+		ioctl(fd, LOOP_CLR_FD, 0);
+		close(fd);
+	}
+}
 
 #endif /* SPIN_UTIL_H */

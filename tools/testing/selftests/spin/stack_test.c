@@ -22,7 +22,6 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE	/* O_DIRECT; lib.mk passes it too */
 #endif
-#include <linux/loop.h>
 #include <pthread.h>
 #include <sys/ioctl.h>
 #include <sys/uio.h>
@@ -99,40 +98,6 @@ FIXTURE_VARIANT_ADD(stack, dm_linear_loop) {
 FIXTURE_VARIANT_ADD(stack, xfs_on_md_raid0) {
 	.kind = MD_ARRAY, .level = "0", .members = 2, .fs = "xfs", .p2p = true,
 	.p2p_write = true };
-
-/* Attach @file to a free loop device; its path goes to @dev. */
-static int loop_attach(const char *file, char *dev, size_t len)
-{
-	int ctl, fd, lfd, n, ret = -1;
-
-	ctl = open("/dev/loop-control", O_RDWR);
-	if (ctl < 0)
-		return -1;
-	n = ioctl(ctl, LOOP_CTL_GET_FREE);
-	close(ctl);
-	if (n < 0)
-		return -1;
-	snprintf(dev, len, "/dev/loop%d", n);
-	fd = open(file, O_RDWR);
-	lfd = open(dev, O_RDWR);
-	if (fd >= 0 && lfd >= 0)
-		ret = ioctl(lfd, LOOP_SET_FD, fd);
-	if (fd >= 0)
-		close(fd);
-	if (lfd >= 0)
-		close(lfd);
-	return ret;
-}
-
-static void loop_detach(const char *dev)
-{
-	int fd = open(dev, O_RDWR);
-
-	if (fd >= 0) {
-		ioctl(fd, LOOP_CLR_FD, 0);
-		close(fd);
-	}
-}
 
 static void teardown_stacks(const char *loop)
 {

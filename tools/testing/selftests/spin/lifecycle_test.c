@@ -10,6 +10,9 @@
  *    outstanding reads complete or fail, later access to the mapping
  *    gets SIGBUS, and the provider comes back whole after a rebind or a
  *    rescan;
+ *  - the provider's driver unbound while an io_uring has its memory
+ *    registered: the unbind waits until the ring lets go, fixed reads
+ *    meanwhile are right, and the provider comes back whole;
  *  - P-readahead and routed writes inside a memory cgroup whose
  *    memory.max is a fraction of the data: correct bytes and no OOM kill.
  *
@@ -26,6 +29,7 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <time.h>
+#include <liburing.h>
 
 #include "spin_util.h"
 #include "../kselftest_harness.h"
@@ -311,6 +315,26 @@ removal_child(FIXTURE_DATA(lifecycle) *self, int ready)
 	_exit(3);
 }
 
+/* Waits for the provider, rebound or rescanned, to be published again. */
+static void provider_back(struct __test_metadata *_metadata,
+			  FIXTURE_DATA(lifecycle) *self)
+{
+	long long published;
+	char path[PATH_MAX];
+	int i;
+
+	snprintf(path, sizeof(path), "%s/p2pmem/published", self->provider);
+	for (i = 0; i < 100 && (sysfs_read_ll(path, &published) ||
+				published != 1); i++)
+		sleep_us(50000);
+	ASSERT_EQ(0, sysfs_read_ll(path, &published))
+		TH_LOG("%s did not come back as a published provider",
+		       self->bdf);
+	ASSERT_EQ(1, published)
+		TH_LOG("%s did not come back as a published provider",
+		       self->bdf);
+}
+
 /*
  * Takes the provider away (@remove: through sysfs, else by unbinding its
  * driver) while a child reads into its memory, checks what the child
@@ -321,8 +345,7 @@ static void provider_goes_away(struct __test_metadata *_metadata,
 {
 	char path[PATH_MAX], c;
 	struct timespec t0, t1;
-	int pipefd[2], status, i, round;
-	long long published;
+	int pipefd[2], status, round;
 	pid_t pid;
 
 	for (round = 0; round < 3; round++) {
@@ -369,17 +392,7 @@ static void provider_goes_away(struct __test_metadata *_metadata,
 		} else {
 			ASSERT_EQ(0, sysfs_write(DRIVER "/bind", self->bdf));
 		}
-		snprintf(path, sizeof(path), "%s/p2pmem/published",
-			 self->provider);
-		for (i = 0; i < 100 && (sysfs_read_ll(path, &published) ||
-					published != 1); i++)
-			sleep_us(50000);
-		ASSERT_EQ(0, sysfs_read_ll(path, &published))
-			TH_LOG("%s did not come back as a published provider",
-			       self->bdf);
-		ASSERT_EQ(1, published)
-			TH_LOG("%s did not come back as a published provider",
-			       self->bdf);
+		provider_back(_metadata, self);
 		check_after(_metadata, self);
 	}
 }
@@ -588,7 +601,7 @@ TEST_F_TIMEOUT(lifecycle, memcg_limit, 300)
 	check_after(_metadata, self);
 }
 
-/* These two take the provider away: they come last. */
+/* These take the provider away: they come last. */
 TEST_F_TIMEOUT(lifecycle, unbind_during_read, 300)
 {
 	provider_goes_away(_metadata, self, false);
@@ -600,3 +613,130 @@ TEST_F_TIMEOUT(lifecycle, remove_during_read, 300)
 }
 
 TEST_HARNESS_MAIN
+
+/*
+ * One READ_FIXED of READ_LEN at @off into the registered buffer @buf,
+ * then a WRITE_FIXED of it into @scratch, read back into RAM: the
+ * buffer's bytes, which its zapped mapping no longer shows.
+ */
+static void fixed_read_check(struct __test_metadata *_metadata,
+			     FIXTURE_DATA(lifecycle) *self,
+			     struct io_uring *ring, void *buf, int scratch,
+			     off_t off)
+{
+	struct io_uring_cqe *cqe;
+	struct io_uring_sqe *sqe;
+	unsigned char *ram;
+	int step;
+
+	ram = malloc(READ_LEN);
+	ASSERT_NE(NULL, ram);
+	posix_fadvise(self->fd, off, READ_LEN, POSIX_FADV_DONTNEED);
+	for (step = 0; step < 2; step++) {
+		sqe = io_uring_get_sqe(ring);
+		ASSERT_NE(NULL, sqe);
+		if (!step)
+			io_uring_prep_read_fixed(sqe, self->fd, buf, READ_LEN,
+						 off, 0);
+		else
+			io_uring_prep_write_fixed(sqe, scratch, buf, READ_LEN,
+						  0, 0);
+		ASSERT_EQ(1, io_uring_submit(ring));
+		ASSERT_EQ(0, io_uring_wait_cqe(ring, &cqe));
+		EXPECT_EQ((int)READ_LEN, cqe->res)
+			TH_LOG("%s at %lld: %s", step ? "WRITE_FIXED" :
+			       "READ_FIXED", (long long)off,
+			       cqe->res < 0 ? strerror(-cqe->res) : "short");
+		io_uring_cqe_seen(ring, cqe);
+	}
+	memset(ram, POISON, READ_LEN);
+	ASSERT_EQ((ssize_t)READ_LEN, pread(scratch, ram, READ_LEN, 0));
+	EXPECT_EQ(-1, first_diff(ram, self->ref + off, READ_LEN))
+		TH_LOG("READ_FIXED at %lld delivered wrong bytes",
+		       (long long)off);
+	free(ram);
+}
+
+struct unbinder {
+	const char *bdf;
+	int ret;
+	bool done;		/* __atomic */
+};
+
+static void *unbind_thread(void *arg)
+{
+	struct unbinder *u = arg;
+
+	u->ret = sysfs_write(DRIVER "/unbind", u->bdf);
+	__atomic_store_n(&u->done, true, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/*
+ * The provider's driver is unbound while an io_uring has a buffer in its
+ * memory registered (pinned without FOLL_LONGTERM, see
+ * io_pin_p2pdma_pages()).  The pins hold the provider's pages, so the
+ * unbind must wait, and fixed reads meanwhile still deliver the right
+ * bytes (or a clean error, never a crash); once the buffer is
+ * unregistered (round 0) or the ring closed (round 1), the unbind
+ * finishes, and after a rebind the provider is whole and no device
+ * memory is lost.
+ */
+TEST_F_TIMEOUT(lifecycle, unbind_with_registered_buffer, 300)
+{
+	int round, i, scratch;
+
+	scratch = open(MNT "/scratch", O_RDWR | O_CREAT | O_TRUNC, 0600);
+	ASSERT_LE(0, scratch);
+	for (round = 0; round < 2; round++) {
+		struct unbinder u = { .bdf = self->bdf };
+		struct io_uring ring;
+		struct iovec iov;
+		unsigned char *dev;
+		pthread_t tid;
+		char path[PATH_MAX];
+
+		dev = p2pmem_map(self->provider, READ_LEN);
+		ASSERT_NE(NULL, dev);
+		ASSERT_EQ(0, io_uring_queue_init(8, &ring, 0));
+		iov.iov_base = dev;
+		iov.iov_len = READ_LEN;
+		ASSERT_EQ(0, io_uring_register_buffers(&ring, &iov, 1))
+			TH_LOG("device memory cannot be registered");
+		fixed_read_check(_metadata, self, &ring, dev, scratch, 0);
+
+		ASSERT_EQ(0, pthread_create(&tid, NULL, unbind_thread, &u));
+		sleep_us(500000);
+		EXPECT_FALSE(__atomic_load_n(&u.done, __ATOMIC_ACQUIRE))
+			TH_LOG("round %d: unbind did not wait for the registered buffer (%s)",
+			       round, strerror(-u.ret));
+		/* The provider is going: its memory is no longer handed out. */
+		snprintf(path, sizeof(path), "%s/p2pmem/allocate",
+			 self->provider);
+		EXPECT_NE(0, access(path, F_OK));
+		fixed_read_check(_metadata, self, &ring, dev, scratch,
+				 16 * MiB);
+
+		if (!round) {
+			ASSERT_EQ(0, io_uring_unregister_buffers(&ring));
+		} else {
+			io_uring_queue_exit(&ring);
+		}
+		for (i = 0; i < 200 && !__atomic_load_n(&u.done,
+							 __ATOMIC_ACQUIRE); i++)
+			sleep_us(50000);
+		EXPECT_TRUE(__atomic_load_n(&u.done, __ATOMIC_ACQUIRE))
+			TH_LOG("round %d: unbind still waits 10 s after the ring let go",
+			       round);
+		ASSERT_EQ(0, pthread_join(tid, NULL));
+		EXPECT_EQ(0, u.ret);
+		if (!round)
+			io_uring_queue_exit(&ring);
+		munmap(dev, READ_LEN);
+
+		ASSERT_EQ(0, sysfs_write(DRIVER "/bind", self->bdf));
+		provider_back(_metadata, self);
+		check_after(_metadata, self);
+	}
+	close(scratch);
+}

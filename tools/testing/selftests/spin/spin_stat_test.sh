@@ -100,7 +100,7 @@ reach_of() {
 }
 
 ktap_print_header
-ktap_set_plan 10
+ktap_set_plan 11
 
 if ! command -v spin-stat >/dev/null; then
 	ktap_exit_fail_msg "spin-stat is not in PATH ($PATH)"
@@ -170,9 +170,32 @@ for n in $rig; do
 done
 [ -n "$rig" ] || ok=0
 result spin_stat.far_reaches_no_rig_drive
+
+# 6: the GPU-shaped test driver's memory (lib/test_p2pdma.c): listed,
+# unpublished, as its driver's own, and reaching the SPINRIG drives.
+ok=1
+gpu=""
+for d in "$PCI"/*; do
+	[ "$(readlink "$d/driver" 2>/dev/null | sed 's|.*/||')" = test_p2pdma ] &&
+		gpu="$gpu ${d##*/}"
+done
+gpu=$(echo $gpu)
+if [ "$(echo "$gpu" | wc -w)" != 1 ]; then
+	ok=0; diag "want one device bound to test_p2pdma, got '$gpu'"
+else
+	grep -q "^provider $gpu  published 0 .* driver test_p2pdma\$" "$TMP/prov" ||
+		{ ok=0; diag "provider $gpu not listed unpublished with its driver"; }
+	grep -q "^  private: test_p2pdma's own memory" "$TMP/prov" ||
+		{ ok=0; diag "no 'private:' line for $gpu"; }
+	for n in $rig; do
+		r=$(reach_of "$TMP/prov" "$gpu" "$n")
+		[ "$r" = yes ] || { ok=0; diag "$gpu -> $n: '$r', want yes"; }
+	done
+fi
+result spin_stat.private_provider
 [ $failed = 0 ] || diag "$TMP/prov"
 
-# 6: an md raid0 over two SPINRIG drives: a stacked device, whose
+# 7: an md raid0 over two SPINRIG drives: a stacked device, whose
 # members are found through slaves/.
 ok=1
 # shellcheck disable=SC2086
@@ -202,7 +225,7 @@ else
 fi
 result spin_stat.md_stack
 
-# 7: every knob with its value (newlines as spaces).
+# 8: every knob with its value (newlines as spaces).
 ok=1
 spin-stat knobs >"$TMP/knobs" 2>&1 || { ok=0; diag "spin-stat knobs failed"; }
 nknobs=0
@@ -220,7 +243,7 @@ done
 [ $ok = 1 ] || diag "$TMP/knobs"
 result spin_stat.knobs
 
-# 8: every counter, with a number.
+# 9: every counter, with a number.
 ok=1
 spin-stat counters >"$TMP/ctr" 2>&1 || { ok=0; diag "spin-stat counters failed"; }
 nctr=0

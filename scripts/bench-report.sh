@@ -118,6 +118,7 @@ rst_table() {	# title, header words, then rows on stdin, fields split by '|'
 	awk -F'|' -v title="$title" -v hdr="$*" '
 	{ rows[n++] = $0 }
 	END {
+		if (!n) exit	# a sweep this rig did not run
 		nh = split(hdr, h, " ")
 		for (i = 1; i <= nh; i++) w[i] = length(h[i])
 		for (r = 0; r < n; r++) {
@@ -224,6 +225,31 @@ for rig in "${rigs[@]}"; do
 		}
 	}' "$csv" | rst_table "1 MiB sequential reads through io_uring, MB/s, median (min-max):" \
 		pattern resident qd p2p pagecache spin spin/p2p spin/pagecache
+	awk -F, "$lib"'
+	END {
+		for (i = 0; i < np; i++) {
+			split(pts[i], f, ",")
+			if (f[1] != "fixed") continue
+			p = pts[i]
+			for (q = 1; q <= 32; q *= (q == 1 ? 8 : 4))
+				printf "%s|%s%%|%d|%s|%s|%s\n", f[2], f[3], q,
+					cell(p, "spin_qd" q), cell(p, "fixed_qd" q),
+					ratio(p, "fixed_qd" q, "spin_qd" q)
+		}
+	}' "$csv" | rst_table "READ_FIXED from a registered device buffer against READ, router on, MB/s, median (min-max):" \
+		pattern resident qd READ READ_FIXED fixed/read
+	awk -F, "$lib"'
+	END {
+		for (i = 0; i < np; i++) {
+			split(pts[i], f, ",")
+			if (f[1] != "kbvec") continue
+			p = pts[i]
+			printf "%s|%s%%|%s|%s|%s\n", f[2], f[3],
+				cell(p, "kbvec_off"), cell(p, "kbvec"),
+				ratio(p, "kbvec", "kbvec_off")
+		}
+	}' "$csv" | rst_table "A GPU driver's in-kernel bio_vec read (spin-kread), router off and on, MB/s, median (min-max):" \
+		pattern resident off on on/off
 	awk -F, "$lib"'
 	END {
 		for (i = 0; i < np; i++) {

@@ -54,7 +54,9 @@ done
 
 for c in "$top"/tools/spin/spin-*.c; do
 	t=$(basename "$c" .c)
-	gcc -O2 -Wall -Werror -pthread -o "$root/usr/bin/$t" "$c" -lm
+	# -I: spin-kread includes lib/test_p2pdma_uapi.h
+	gcc -O2 -Wall -Werror -pthread -I"$top/build/linux" \
+		-o "$root/usr/bin/$t" "$c" -lm
 done
 install -m 0755 "$top/tools/spin/spin-calibrate.sh" "$root/usr/bin/spin-calibrate"
 install -m 0755 "$top/tools/spin/spin-stat" "$root/usr/bin/spin-stat"

@@ -26,6 +26,12 @@ Modes (gdsio's transfer types in brackets):
   p2p_qdN, pagecache_qdN, spin_qdN
              p2p, pagecache and spin through io_uring at queue depth
              N (fio --ioengine=io_uring --iodepth=N)
+  fixed_qdN  spin_qdN with the device buffer registered with the ring:
+             READ_FIXED (fio --fixedbufs=1)
+  kbvec      spin-kread: a GPU driver's in-kernel buffered read, a
+             bio_vec of its P2PDMA pages (lib/test_p2pdma.c), router on
+  kbvec_off  the same, router off: what such a driver gets today
+             without O_DIRECT
 
 Every run starts from an exact page-cache residency set by spin-cache
 (contiguous: the first r% of the file; scattered: r% of its 64 KiB
@@ -47,6 +53,9 @@ Then the sweeps, on a 128 MiB file on a new XFS on the first rig drive:
   jobs       4 jobs, 1 MiB sequential, 50% scattered
   qd         1 MiB sequential reads through io_uring at queue depth
              1, 8 and 32, at 0%, 50% scattered and 100% residency
+  fixed      spin_qdN against fixed_qdN, at the qd sweep's depths and
+             residencies; kbvec against kbvec_off at 0%, 50%
+             scattered and 100%
   app        SPIN's scenario: a log writer appends to four files
              while a scanner reads them into device memory; the
              last quarter of each file was just written (hot)
@@ -64,8 +73,9 @@ Environment (from the kernel command line):
                         scattered 30, 50 and 70% points (spin_default
                         at 50%);
              qd         the qd sweep only
+             fixed      the fixed sweep only
   spin_regress=1   add the regress rows at the end (not with
-                   spin_sweep=qd)
+                   spin_sweep=qd or fixed)
 
 Prints CSV between "# bench-spin: begin" and "# bench-spin: end", one
 line per run:
@@ -185,6 +195,22 @@ point() {
 				--ioengine=io_uring --iodepth=${mode#spin_qd})
 			extra="$extra dma_MiB=$((($(counter p2p_bytes) - d0) >> 20))"
 			extra="$extra async=$(($(counter async_reads) - a0))" ;;
+		fixed_qd*)
+			d0=$(counter p2p_bytes) a0=$(counter async_reads)
+			bw=$(fio_bw "$file" "$rw" "$bs" 0 "$p2pmem" $bytes "$jobs" \
+				--ioengine=io_uring --fixedbufs=1 \
+				--iodepth=${mode#fixed_qd})
+			extra="$extra dma_MiB=$((($(counter p2p_bytes) - d0) >> 20))"
+			extra="$extra async=$(($(counter async_reads) - a0))" ;;
+		kbvec)
+			d0=$(counter p2p_bytes) c0=$(counter cache_bytes)
+			bw=$(spin-kread "$file" $bsb $bytes)
+			extra="$extra dma_MiB=$((($(counter p2p_bytes) - d0) >> 20))"
+			extra="$extra copy_MiB=$((($(counter cache_bytes) - c0) >> 20))" ;;
+		kbvec_off)
+			echo 0 >$R/enabled
+			bw=$(spin-kread "$file" $bsb $bytes)
+			echo 1 >$R/enabled ;;
 		bounce)
 			r=
 			[ "$rw" = randread ] && r=-r
@@ -231,8 +257,26 @@ qd_sweep() {
 		point qd contig 100 1M read 1 p2p_qd$qd pagecache_qd$qd spin_qd$qd
 	done
 }
+# fixed_sweep: io_uring READ_FIXED from a registered device buffer
+# against READ, and a GPU driver's in-kernel bio_vec read
+# (spin-kread, lib/test_p2pdma.c) with the router on and off.
+fixed_sweep() {
+	for qd in 1 8 32; do
+		point fixed contig 0 1M read 1 spin_qd$qd fixed_qd$qd
+		point fixed scatter 50 1M read 1 spin_qd$qd fixed_qd$qd
+		point fixed contig 100 1M read 1 spin_qd$qd fixed_qd$qd
+	done
+	point kbvec contig 0 1M read 1 kbvec kbvec_off
+	point kbvec scatter 50 1M read 1 kbvec kbvec_off
+	point kbvec contig 100 1M read 1 kbvec kbvec_off
+}
 if [ "$SWEEP" = qd ]; then
 	qd_sweep
+	echo "# bench-spin: end"
+	exit 0
+fi
+if [ "$SWEEP" = fixed ]; then
+	fixed_sweep
 	echo "# bench-spin: end"
 	exit 0
 fi
@@ -272,6 +316,7 @@ done
 point random scatter 50 1M randread 1 $ALL
 point jobs scatter 50 1M read 4 $ALL
 qd_sweep
+fixed_sweep
 
 # SPIN's scenario: four logs scanned into device memory while a writer
 # appends 8 MiB chunks to a fifth.

@@ -414,8 +414,9 @@ static void *pin_reader(void *arg)
 /*
  * A folio pinned for DMA while a routed write covers it.  An O_DIRECT read
  * from a dm-delay device into a MAP_SHARED mapping of the file pins the
- * file's folios of [PIN_OFF, + PIN_LEN) for DELAY_MS; meanwhile a routed
- * write of NEW bytes covers that range.  A buffered write writes NEW into
+ * file's folios of [PIN_OFF, + PIN_LEN) for DELAY_MS; meanwhile they are
+ * written back (clean, but pinned) and a routed write of NEW bytes covers
+ * that range.  A buffered write writes NEW into
  * the pinned folios, and the read's DMA then lands in them: the file ends
  * with the delay device's bytes there, and NEW around them.  A write that
  * dropped the pinned folios would leave NEW there, the read's bytes lost.
@@ -455,6 +456,12 @@ TEST_F_TIMEOUT(exact, write_keeps_pinned_folio, 120)
 	p2p0 = router_stat("p2p_write_bytes");
 	ASSERT_EQ(0, pthread_create(&t, NULL, pin_reader, &p));
 	usleep(DELAY_MS * 1000 / 4);
+	/*
+	 * The pin faulted the folios in for writing, which dirtied them:
+	 * write them back, so that only the pin, not dirtiness, keeps the
+	 * routed write from dropping them.
+	 */
+	ASSERT_EQ(0, fsync(self->fd));
 	ASSERT_EQ(LEN, pwrite(self->fd, self->dev, LEN, OFF));
 	wrote = now();
 	pthread_join(t, NULL);

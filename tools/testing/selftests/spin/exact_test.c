@@ -35,21 +35,19 @@
 #define POISON		0xa5
 #define FAIL_DIR	"/sys/kernel/debug/fail_make_request"
 #define FAIL_TIMES	1000000
+#define STR_(x)		#x
+#define STR(x)		STR_(x)
 #define DELAY_DM	"spin-exact-delay"
 #define DELAY_FILE	"/tmp/spin-exact-delay.img"
 #define DELAY_MS	1000
 #define PIN_OFF		(OFF + 1 * MiB)	/* the pinned range */
 #define PIN_LEN		(64 * KiB)
 
-static const char *const fail_attrs[] = {
-	"probability", "interval", "times", "space", "verbose",
-};
-
 FIXTURE(exact) {
 	char ns[NAME_MAX + 1];
 	char provider[SYSFS_LEN];
 	char path[PATH_MAX];
-	char fail_saved[ARRAY_SIZE(fail_attrs)][64];
+	struct fault_attrs fail;	/* fail_make_request, put back */
 	char loop[64];
 	unsigned char *dev;	/* device memory, LEN */
 	unsigned char *ram;	/* LEN */
@@ -57,7 +55,7 @@ FIXTURE(exact) {
 	unsigned char *dio;	/* LEN, aligned for O_DIRECT */
 	uint64_t seed;
 	int fd;
-	bool mounted, fail_saved_ok, failing, delay;
+	bool mounted, failing, delay;
 };
 
 FIXTURE_VARIANT(exact) {
@@ -122,21 +120,10 @@ static double now(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-static int fail_set(const char *attr, const char *val)
+static int exact_make_it_fail(FIXTURE_DATA(exact) *self, bool on)
 {
-	char path[PATH_MAX];
+	int ret = make_it_fail(self->ns, on);
 
-	snprintf(path, sizeof(path), FAIL_DIR "/%s", attr);
-	return sysfs_write(path, val);
-}
-
-static int make_it_fail(FIXTURE_DATA(exact) *self, bool on)
-{
-	char path[PATH_MAX];
-	int ret;
-
-	snprintf(path, sizeof(path), "/sys/block/%s/make-it-fail", self->ns);
-	ret = sysfs_write(path, on ? "1" : "0");
 	if (!ret)
 		self->failing = on;
 	return ret;
@@ -144,8 +131,6 @@ static int make_it_fail(FIXTURE_DATA(exact) *self, bool on)
 
 FIXTURE_SETUP(exact)
 {
-	char path[PATH_MAX];
-	unsigned int i;
 	int fd;
 
 	self->fd = -1;
@@ -190,23 +175,14 @@ FIXTURE_SETUP(exact)
 	self->fd = open(self->path, O_RDWR);
 	ASSERT_LE(0, self->fd);
 
-	for (i = 0; i < ARRAY_SIZE(fail_attrs); i++) {
-		snprintf(path, sizeof(path), FAIL_DIR "/%s", fail_attrs[i]);
-		ASSERT_EQ(0, sysfs_read(path, self->fail_saved[i],
-					sizeof(self->fail_saved[i])));
-	}
-	self->fail_saved_ok = true;
+	ASSERT_EQ(0, fault_attrs_save(&self->fail, FAIL_DIR));
 }
 
 FIXTURE_TEARDOWN(exact)
 {
-	unsigned int i;
-
 	if (self->failing)
-		EXPECT_EQ(0, make_it_fail(self, false));
-	if (self->fail_saved_ok)
-		for (i = 0; i < ARRAY_SIZE(fail_attrs); i++)
-			fail_set(fail_attrs[i], self->fail_saved[i]);
+		EXPECT_EQ(0, exact_make_it_fail(self, false));
+	fault_attrs_restore(&self->fail);
 	if (self->fd >= 0)
 		close(self->fd);
 	if (self->delay) {
@@ -246,16 +222,12 @@ static void fail_writeback(struct __test_metadata *_metadata,
 		ASSERT_EQ(0, fsync(sfd));
 		close(sfd);
 	}
-	ASSERT_EQ(0, fail_set("verbose", "0"));
-	ASSERT_EQ(0, fail_set("space", "0"));
-	ASSERT_EQ(0, fail_set("interval", "1"));
-	ASSERT_EQ(0, fail_set("probability", "100"));
-	ASSERT_EQ(0, fail_set("times", "1000000"));
-	ASSERT_EQ(0, make_it_fail(self, true));
+	ASSERT_EQ(0, fault_attrs_arm(FAIL_DIR, STR(FAIL_TIMES)));
+	ASSERT_EQ(0, exact_make_it_fail(self, true));
 	ASSERT_EQ(0, sync_file_range(self->fd, 0, 64 * KiB,
 				     SYNC_FILE_RANGE_WRITE));
 	ASSERT_EQ(0, writeback_idle());
-	ASSERT_EQ(0, make_it_fail(self, false));
+	ASSERT_EQ(0, exact_make_it_fail(self, false));
 	ASSERT_EQ(0, sysfs_read_ll(FAIL_DIR "/times", &left));
 	TH_LOG("writeback of 64 KiB: %lld bios failed", FAIL_TIMES - left);
 	ASSERT_LT(0, FAIL_TIMES - left) TH_LOG("no bio failed");
@@ -641,21 +613,17 @@ TEST_F_TIMEOUT(xfsclose, flush_after_truncate, 120)
  * (/sys/kernel/debug/<path disk>/fault_inject); fail_make_request would
  * fail it at submission, where the submitter sees it.
  */
-static const char *const nvme_fail_attrs[] = {
-	"probability", "interval", "times", "space", "verbose",
-};
-
 FIXTURE(requeue) {
 	char ns[NAME_MAX + 1];
 	char provider[SYSFS_LEN];
 	char path[PATH_MAX];
 	char fault[PATH_MAX];	/* the namespace's fault_inject directory */
-	char fail_saved[ARRAY_SIZE(nvme_fail_attrs)][64];
+	struct fault_attrs fail;	/* its knobs, put back */
 	unsigned char *dev;
 	unsigned char *want;
 	uint64_t seed;
 	int fd;
-	bool fail_saved_ok, tracing;
+	bool tracing;
 };
 
 FIXTURE_VARIANT(requeue) {
@@ -669,18 +637,8 @@ FIXTURE_VARIANT_ADD(requeue, sqpoll) { .flags = IORING_SETUP_SQPOLL };
 
 #define SEGMENT_EVENT	TRACEFS "/events/p2p_router/p2p_router_segment/enable"
 
-static int fault_set(FIXTURE_DATA(requeue) *self, const char *attr,
-		     const char *val)
-{
-	char path[PATH_MAX + 64];
-
-	snprintf(path, sizeof(path), "%s/%s", self->fault, attr);
-	return sysfs_write(path, val);
-}
-
 FIXTURE_SETUP(requeue)
 {
-	char path[PATH_MAX + 64];
 	unsigned int i, sub, nsid;
 
 	self->fd = -1;
@@ -713,13 +671,7 @@ FIXTURE_SETUP(requeue)
 	ASSERT_NE(NULL, self->want);
 	self->fd = open(self->path, O_RDONLY);
 	ASSERT_LE(0, self->fd);
-	for (i = 0; i < ARRAY_SIZE(nvme_fail_attrs); i++) {
-		snprintf(path, sizeof(path), "%s/%s", self->fault,
-			 nvme_fail_attrs[i]);
-		ASSERT_EQ(0, sysfs_read(path, self->fail_saved[i],
-					sizeof(self->fail_saved[i])));
-	}
-	self->fail_saved_ok = true;
+	ASSERT_EQ(0, fault_attrs_save(&self->fail, self->fault));
 	if (access(TRACEFS "/trace", F_OK))
 		ASSERT_EQ(0, mount("tracefs", TRACEFS, "tracefs", 0, NULL));
 	ASSERT_EQ(0, sysfs_write(TRACEFS "/tracing_on", "1"));
@@ -729,11 +681,7 @@ FIXTURE_SETUP(requeue)
 
 FIXTURE_TEARDOWN(requeue)
 {
-	unsigned int i;
-
-	if (self->fail_saved_ok)
-		for (i = 0; i < ARRAY_SIZE(nvme_fail_attrs); i++)
-			fault_set(self, nvme_fail_attrs[i], self->fail_saved[i]);
+	fault_attrs_restore(&self->fail);
 	if (self->tracing)
 		sysfs_write(SEGMENT_EVENT, "0");
 	if (self->fd >= 0)
@@ -766,11 +714,7 @@ TEST_F_TIMEOUT(requeue, failed_dma_redone_in_iowq, 120)
 	ASSERT_EQ(0, epoll_ctl(ep, EPOLL_CTL_ADD, efd, &ev));
 
 	/* The next request of the namespace fails, and only that one. */
-	ASSERT_EQ(0, fault_set(self, "verbose", "0"));
-	ASSERT_EQ(0, fault_set(self, "space", "0"));
-	ASSERT_EQ(0, fault_set(self, "interval", "1"));
-	ASSERT_EQ(0, fault_set(self, "probability", "100"));
-	ASSERT_EQ(0, fault_set(self, "times", "1"));
+	ASSERT_EQ(0, fault_attrs_arm(self->fault, "1"));
 
 	def0 = router_stat("async_deferred");
 	memset(self->dev, POISON, LEN);

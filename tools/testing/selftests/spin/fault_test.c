@@ -365,10 +365,6 @@ TEST_F_TIMEOUT(fault, reads_and_writes, 600)
 #define WB_COST_NS	"4096:1 1048576:2"	/* DMA nearly free */
 #define WB_COPY_MBPS	"1"			/* copies very slow */
 
-static const char *const fail_attrs[] = {
-	"probability", "interval", "times", "space", "verbose",
-};
-
 static const char *const wb_knobs[] = {
 	"enabled", "p2p_cost_ns", "copy_mbps", "readahead_kb",
 };
@@ -377,14 +373,14 @@ FIXTURE(wberr) {
 	char ns[NAME_MAX + 1];
 	char provider[SYSFS_LEN];
 	char path[PATH_MAX];
-	char fail_saved[ARRAY_SIZE(fail_attrs)][64];
+	struct fault_attrs fail;	/* fail_make_request, put back */
 	char knob_saved[ARRAY_SIZE(wb_knobs)][256];
 	unsigned char *map;	/* device memory, WB_LEN */
 	unsigned char *ram;	/* WB_LEN */
 	unsigned char *want;	/* what the page cache holds: NEW or OLD */
 	unsigned char *disk;	/* WB_LEN, aligned for O_DIRECT */
 	uint64_t seed;
-	bool mounted, fail_saved_ok, knobs_saved, failing;
+	bool mounted, knobs_saved, failing;
 };
 
 FIXTURE_VARIANT(wberr) {
@@ -419,21 +415,10 @@ static int wb_knob_write(const char *knob, const char *val)
 	return sysfs_write(path, val);
 }
 
-static int wb_fail_set(const char *attr, const char *val)
-{
-	char path[PATH_MAX];
-
-	snprintf(path, sizeof(path), FAIL_DIR "/%s", attr);
-	return sysfs_write(path, val);
-}
-
 static int wb_make_it_fail(FIXTURE_DATA(wberr) *self, bool on)
 {
-	char path[PATH_MAX];
-	int ret;
+	int ret = make_it_fail(self->ns, on);
 
-	snprintf(path, sizeof(path), "/sys/block/%s/make-it-fail", self->ns);
-	ret = sysfs_write(path, on ? "1" : "0");
 	if (!ret)
 		self->failing = on;
 	return ret;
@@ -484,12 +469,7 @@ FIXTURE_SETUP(wberr)
 	ASSERT_EQ(0, posix_memalign((void **)&self->disk, 4096, WB_LEN));
 
 	/* Last: what the teardown puts back. */
-	for (i = 0; i < ARRAY_SIZE(fail_attrs); i++) {
-		snprintf(path, sizeof(path), FAIL_DIR "/%s", fail_attrs[i]);
-		ASSERT_EQ(0, sysfs_read(path, self->fail_saved[i],
-					sizeof(self->fail_saved[i])));
-	}
-	self->fail_saved_ok = true;
+	ASSERT_EQ(0, fault_attrs_save(&self->fail, FAIL_DIR));
 	for (i = 0; i < ARRAY_SIZE(wb_knobs); i++) {
 		snprintf(path, sizeof(path), P2P_ROUTER "/%s", wb_knobs[i]);
 		ASSERT_EQ(0, sysfs_read(path, self->knob_saved[i],
@@ -505,9 +485,7 @@ FIXTURE_TEARDOWN(wberr)
 
 	if (self->failing)
 		EXPECT_EQ(0, wb_make_it_fail(self, false));
-	if (self->fail_saved_ok)
-		for (i = 0; i < ARRAY_SIZE(fail_attrs); i++)
-			wb_fail_set(fail_attrs[i], self->fail_saved[i]);
+	fault_attrs_restore(&self->fail);
 	for (i = 0; self->knobs_saved && i < ARRAY_SIZE(wb_knobs); i++) {
 		const char *knob = wb_knobs[i];
 
@@ -586,11 +564,7 @@ TEST_F_TIMEOUT(wberr, read_after_failed_writeback, 180)
 	}
 
 	/* Every bio to the drive fails, for the data writeback only. */
-	ASSERT_EQ(0, wb_fail_set("verbose", "0"));
-	ASSERT_EQ(0, wb_fail_set("space", "0"));
-	ASSERT_EQ(0, wb_fail_set("interval", "1"));
-	ASSERT_EQ(0, wb_fail_set("probability", "100"));
-	ASSERT_EQ(0, wb_fail_set("times", STR(FAIL_TIMES)));
+	ASSERT_EQ(0, fault_attrs_arm(FAIL_DIR, STR(FAIL_TIMES)));
 	ASSERT_EQ(0, wb_make_it_fail(self, true));
 	ret = sync_file_range(fd, 0, WB_LEN, SYNC_FILE_RANGE_WAIT_BEFORE |
 			      SYNC_FILE_RANGE_WRITE |

@@ -660,4 +660,78 @@ static inline void loop_detach(const char *dev)
 	}
 }
 
+/*
+ * A fault_attr directory in debugfs (fail_make_request, an NVMe disk's
+ * fault_inject): its knobs are saved before a test arms it and put back
+ * after.  Arming makes it fail every request, quietly, @times times.
+ */
+#define FAULT_ATTR_NR	5
+
+struct fault_attrs {
+	char dir[PATH_MAX];
+	char saved[FAULT_ATTR_NR][64];
+	bool ok;		/* saved: restore them */
+};
+
+static inline const char *fault_attr_name(unsigned int i)
+{
+	static const char *const names[FAULT_ATTR_NR] = {
+		"probability", "interval", "times", "space", "verbose",
+	};
+
+	return names[i];
+}
+
+static inline int fault_attr_set(const char *dir, const char *attr,
+				 const char *val)
+{
+	char path[PATH_MAX + 64];
+
+	snprintf(path, sizeof(path), "%s/%s", dir, attr);
+	return sysfs_write(path, val);
+}
+
+/* Save the knobs of @dir in @fa; 0 or -1. */
+static inline int fault_attrs_save(struct fault_attrs *fa, const char *dir)
+{
+	char path[PATH_MAX + 64];
+	unsigned int i;
+
+	snprintf(fa->dir, sizeof(fa->dir), "%s", dir);
+	for (i = 0; i < FAULT_ATTR_NR; i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, fault_attr_name(i));
+		if (sysfs_read(path, fa->saved[i], sizeof(fa->saved[i])))
+			return -1;
+	}
+	fa->ok = true;
+	return 0;
+}
+
+static inline void fault_attrs_restore(struct fault_attrs *fa)
+{
+	unsigned int i;
+
+	for (i = 0; fa->ok && i < FAULT_ATTR_NR; i++)
+		fault_attr_set(fa->dir, fault_attr_name(i), fa->saved[i]);
+}
+
+/* Fail every request from now on, quietly, @times (a number) times. */
+static inline int fault_attrs_arm(const char *dir, const char *times)
+{
+	return fault_attr_set(dir, "verbose", "0") ||
+	       fault_attr_set(dir, "space", "0") ||
+	       fault_attr_set(dir, "interval", "1") ||
+	       fault_attr_set(dir, "probability", "100") ||
+	       fault_attr_set(dir, "times", times) ? -1 : 0;
+}
+
+/* fail_make_request for the disk /dev/@blk, on or off. */
+static inline int make_it_fail(const char *blk, bool on)
+{
+	char path[PATH_MAX];
+
+	snprintf(path, sizeof(path), "/sys/block/%s/make-it-fail", blk);
+	return sysfs_write(path, on ? "1" : "0");
+}
+
 #endif /* SPIN_UTIL_H */

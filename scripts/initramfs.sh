@@ -12,8 +12,8 @@ Usage: $0 [--help]
 
 Writes build/initramfs.cpio from:
   - busybox-static (the shell and the small utilities);
-  - mdadm, dmsetup, mkfs.xfs, xfs_io, mkfs.ext4, mkfs.vfat, fio,
-    util-linux's fincore and coreutils' timeout (run_kselftest.sh wants
+  - mdadm, dmsetup, mkfs.xfs, xfs_io, xfs_repair, mkfs.ext4, e2fsck,
+    mkfs.vfat, fio, util-linux's fincore and coreutils' timeout (run_kselftest.sh wants
     /usr/bin/timeout), each with the shared libraries ldd lists for it;
   - build/kselftest (scripts/selftests.sh) as /kselftest;
   - the tools/spin/spin-*.c tools, compiled here, spin-calibrate,
@@ -28,7 +28,8 @@ case "${1:-}" in -h|--help) usage; exit 0 ;; "") ;; *) usage >&2; exit 2 ;; esac
 top=$(cd "$(dirname "$0")/.." && pwd)
 root=$top/build/initramfs
 out=$top/build/initramfs.cpio
-tools=(mdadm dmsetup mkfs.xfs xfs_io mkfs.ext4 mkfs.vfat fio timeout fincore)
+tools=(mdadm dmsetup mkfs.xfs xfs_io xfs_repair mkfs.ext4 e2fsck mkfs.vfat fio timeout
+	fincore)
 
 [ -x "$top/build/kselftest/run_kselftest.sh" ] ||
 	{ echo "initramfs: build/kselftest missing; run scripts/selftests.sh" >&2; exit 1; }

@@ -1015,18 +1015,8 @@ TEST_F_TIMEOUT(router, p2p_write_append_dsync, 180)
 	ASSERT_EQ(0, drop_caches());
 	EXPECT_EQ(-1, readback_diff(self, self->size - MiB, MiB + len,
 				    self->seed));
-	/*
-	 * The aligned middle goes to the drive by DMA.  Not yet on ext4,
-	 * which routes only overwrites within the on-disk size (a direct
-	 * write that extends the file needs ext4's orphan handling): a
-	 * known gap, XFAIL until issue #17 lands, XPASS once it has.
-	 */
-	if (strcmp(variant->fs, "ext4")) {
-		EXPECT_LT(0, d.p2p_write_bytes);
-	} else {
-		XFAIL_IF(!d.p2p_write_bytes,
-			 "ext4 appends are not routed yet, issue #17");
-	}
+	/* The aligned middle goes to the drive by DMA (on ext4 too). */
+	EXPECT_LT(0, d.p2p_write_bytes);
 }
 
 /*

@@ -28,7 +28,7 @@ PKGS=(
 	# the rig
 	qemu-system-x86
 	# guest user space: busybox plus the real tools the tests drive
-	busybox-static mdadm dmsetup xfsprogs e2fsprogs dosfstools fio
+	busybox-static mdadm dmsetup lvm2 xfsprogs e2fsprogs dosfstools fio
 	# fincore, for bench-readahead's working set
 	util-linux-extra
 	# router_test's and race_test's io_uring cases (liburing.so.2 goes

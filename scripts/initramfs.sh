@@ -12,8 +12,9 @@ Usage: $0 [--help]
 
 Writes build/initramfs.cpio from:
   - busybox-static (the shell and the small utilities);
-  - mdadm, dmsetup, mkfs.xfs, xfs_io, xfs_repair, mkfs.ext4, e2fsck,
-    mkfs.vfat, fio, util-linux's fincore and coreutils' timeout (run_kselftest.sh wants
+  - mdadm, dmsetup, LVM's lvm (with scripts/guest/lvm.conf), mkfs.xfs,
+    xfs_io, xfs_repair, mkfs.ext4, e2fsck, mkfs.vfat, fio, util-linux's
+    fincore and coreutils' timeout (run_kselftest.sh wants
     /usr/bin/timeout), each with the shared libraries ldd lists for it;
   - build/kselftest (scripts/selftests.sh) as /kselftest;
   - the tools/spin/spin-*.c tools, compiled here, spin-calibrate,
@@ -28,8 +29,8 @@ case "${1:-}" in -h|--help) usage; exit 0 ;; "") ;; *) usage >&2; exit 2 ;; esac
 top=$(cd "$(dirname "$0")/.." && pwd)
 root=$top/build/initramfs
 out=$top/build/initramfs.cpio
-tools=(mdadm dmsetup mkfs.xfs xfs_io xfs_repair mkfs.ext4 e2fsck mkfs.vfat fio timeout
-	fincore)
+tools=(mdadm dmsetup lvm mkfs.xfs xfs_io xfs_repair mkfs.ext4 e2fsck mkfs.vfat fio
+	timeout fincore)
 
 [ -x "$top/build/kselftest/run_kselftest.sh" ] ||
 	{ echo "initramfs: build/kselftest missing; run scripts/selftests.sh" >&2; exit 1; }
@@ -39,6 +40,7 @@ mkdir -p "$root"/{bin,dev,proc,sys,tmp,mnt,run,etc,root,usr/bin,usr/sbin}
 install -m 0755 /bin/busybox "$root/bin/busybox"
 install -m 0755 "$top/scripts/guest-init" "$root/init"
 cp /etc/mke2fs.conf "$root/etc/"
+install -D -m 0644 "$top/scripts/guest/lvm.conf" "$root/etc/lvm/lvm.conf"
 
 # The shared libraries (and the dynamic loader) a binary needs.
 copy_libs() {

@@ -88,7 +88,7 @@
  * missing router, drive, provider or md flag is a failure, never a skip.
  *
  * $SPIN_RACE_SECS bounds the racing per variant (default 12 s, so that
- * the five variants with their set-up and final checks stay well under
+ * the variants with their set-up and final checks stay well under
  * three minutes).  The seed is printed; $SPIN_RACE_SEED=<seed> replays
  * each thread's sequence of operations (not their interleaving).
  */
@@ -239,6 +239,7 @@ struct worker {
 	int gpu_fd;		/* reader: reads by test_p2pdma into @dev */
 	bool flipped;		/* chaos: the DMA-favouring model is set */
 	long ops;
+	long appends;		/* writes at the size of a cut file */
 	long long words;	/* read and judged */
 	long long fresh;	/* ... whose write was in flight at b */
 	long long torn;		/* ... that were legal mixes */
@@ -257,6 +258,7 @@ struct race {
 	int stop;
 	bool log_full;
 	bool fs;		/* a file, not a block device */
+	bool append;		/* see the ext4_append variant */
 	size_t rw_hi;		/* buffered, routed writes: [0, rw_hi) */
 	size_t dio_lo;		/* O_DIRECT writes: [dio_lo, FILE_SIZE) */
 	const char *copy_mbps;	/* the cost model found */
@@ -891,6 +893,26 @@ static void op_pwrite(struct worker *w, enum op_how how, uint64_t *buf,
  * between the cost model's threshold (20 KiB) and 64 KiB, a few small.
  * The source sits at the file offset's page offset, or anywhere.
  */
+/*
+ * In the ext4_append variant, half the routed and buffered writes go to
+ * the end of the file while a truncation has it cut short, where they
+ * extend it: O_APPEND without the flag, so that the write stays inside
+ * [0, rw_hi) and the oracle's range is the one written.  Returns @off
+ * otherwise, and trims *@len to the file.
+ */
+static size_t append_off(struct worker *w, size_t off, size_t *len)
+{
+	struct stat st;
+
+	if (!w->r->append || rnd(w, 2) || fstat(w->fd, &st) ||
+	    (size_t)st.st_size >= w->r->rw_hi || st.st_size % 8)
+		return off;
+	if (*len > w->r->rw_hi - st.st_size)
+		*len = w->r->rw_hi - st.st_size;
+	w->appends++;
+	return st.st_size;
+}
+
 static void routed_write(struct worker *w)
 {
 	size_t len, off, boff;
@@ -909,6 +931,7 @@ static void routed_write(struct worker *w)
 		len = rnd_len(w, 8, 16 * KiB, 8);
 		off = rnd_off(w, 0, w->r->rw_hi, len, 8);
 	}
+	off = append_off(w, off, &len);
 	boff = rnd(w, 4) ? off % PAGE : rnd(w, PAGE / 8) * 8;
 	op_pwrite(w, ROUTED, (uint64_t *)(w->dev + boff), off, len,
 		  rnd(w, 2));
@@ -928,6 +951,7 @@ static void buffered_write(struct worker *w)
 	if (align == PAGE)
 		len = (len + PAGE - 1) / PAGE * PAGE;
 	off = rnd_off(w, 0, w->r->rw_hi, len, align);
+	off = append_off(w, off, &len);
 	op_pwrite(w, BUFFERED, w->ram + rnd(w, PAGE / 8), off, len, false);
 }
 
@@ -1024,7 +1048,7 @@ static void chaos(struct worker *w)
 
 	if (!r->fs && kind < 35)
 		kind = 55 + rnd(w, 30);	/* no truncation or holes */
-	if (kind < 10) {
+	if (kind < (r->append ? 25 : 10)) {
 		/* Cut into the top quarter (mostly mid-page), grow back. */
 		off = rnd_off(w, TRUNC_LO, FILE_SIZE, 8, 8);
 		if (!rnd(w, 4))
@@ -1033,7 +1057,8 @@ static void chaos(struct worker *w)
 		if (slot == NO_OP)
 			return;
 		ret = ftruncate(w->fd, off) ? errno : 0;
-		usleep(rnd(w, 2000));
+		/* Cut for longer when the writers append to the cut. */
+		usleep(rnd(w, r->append ? 20000 : 2000));
 		if (!ret && ftruncate(w->fd, FILE_SIZE))
 			ret = errno;
 		op_end(r, slot);
@@ -1306,6 +1331,7 @@ FIXTURE_VARIANT(race) {
 	int level;		/* its RAID level */
 	bool p2p_write;		/* routed writes DMA */
 	bool shapes;		/* readers: a driver's bio_vec, READ_FIXED */
+	bool append;		/* writers append to a cut file */
 };
 
 FIXTURE_VARIANT_ADD(race, xfs) {
@@ -1327,6 +1353,15 @@ FIXTURE_VARIANT_ADD(race, raid1_xfs) {
 FIXTURE_VARIANT_ADD(race, xfs_kernel_shapes) {
 	.fs = "xfs", .nvme = 2, .members = 1, .p2p_write = true,
 	.shapes = true };
+/*
+ * Appending writers on ext4: the chaos thread cuts the file more often and
+ * for longer, and half the routed and buffered writes go to its end while
+ * it is cut, so that they extend it (ext4's orphan handling, the write-back
+ * below the direct part) while the others read and write the same words.
+ */
+FIXTURE_VARIANT_ADD(race, ext4_append) {
+	.fs = "ext4", .nvme = 0, .members = 1, .p2p_write = true,
+	.append = true };
 
 static const char *const knob_paths[3] = {
 	P2P_ENABLED, P2P_COPY_MBPS, P2P_COPY_FROM,
@@ -1419,8 +1454,10 @@ TEST_F_TIMEOUT(race, same_words, 300)
 	int secs = env_secs && atoi(env_secs) > 0 ? atoi(env_secs) :
 						     DEFAULT_SECS;
 	long long before[NR_STATS], after[NR_STATS], bad = 0, avail0;
+	long appends = 0;
 	struct race r = {
 		.fs = !!variant->fs,
+		.append = variant->append,
 		.rw_hi = variant->fs ? FILE_SIZE : DIO_LO_BDEV,
 		.dio_lo = variant->fs ? DIO_LO_FS : DIO_LO_BDEV,
 		.copy_mbps = self->knobs[1],
@@ -1535,6 +1572,8 @@ TEST_F_TIMEOUT(race, same_words, 300)
 		struct worker *w = &r.w[i];
 		long long b = w->bad[0] + w->bad[1] + w->bad[2];
 
+		if (w->role == ROUTED_WRITER)
+			appends = w->appends;
 		TH_LOG("thread %d (%s): %ld ops, %lld words judged, %lld written during their read, %lld torn mixes, %lld stale, %lld misplaced, %lld unknown",
 		       i, role_name[w->role], w->ops, w->words, w->fresh,
 		       w->torn, w->bad[0], w->bad[1], w->bad[2]);
@@ -1617,6 +1656,9 @@ TEST_F_TIMEOUT(race, same_words, 300)
 	ASSERT_LT(0, o.reads) TH_LOG("no read overlapped a write");
 	ASSERT_LT(0, o.routed)
 		TH_LOG("no routed write overlapped another write");
+	TH_LOG("%ld routed writes went to the end of a cut file", appends);
+	if (variant->append)
+		ASSERT_LT(0, appends) TH_LOG("no routed write appended");
 }
 
 TEST_HARNESS_MAIN

@@ -1418,6 +1418,7 @@ struct mir {
 	char legs[3][NAME_MAX + 8];	/* "/dev/..." of each leg, in order */
 	int nlegs;
 	bool raid10;
+	bool dm_legs;		/* each leg a dm-linear over its drive */
 	char provider[SYSFS_LEN];
 	unsigned char *dev;	/* MAP_LEN of device memory */
 	unsigned char *model;	/* what the first MIR_REGION of md0 holds */
@@ -1449,15 +1450,29 @@ static int nvme_serial_ns(const char *prefix, char *ns, size_t len)
 	return found;
 }
 
-static int mir_init(struct mir *m, int legs, bool raid10)
+/* The dm-linear legs of a mirror over stacked members. */
+#define MIR_DM_LEG	"spin-leg"
+
+static void mir_dm_remove(void)
+{
+	int i;
+
+	for (i = 0; i < 3; i++)
+		run_cmdf("dmsetup remove --noudevsync " MIR_DM_LEG "%d 2>/dev/null",
+			 i);
+}
+
+static int mir_init(struct mir *m, int legs, bool raid10, bool dm_legs)
 {
 	int i;
 
 	memset(m, 0, sizeof(*m));
 	setenv("DM_DISABLE_UDEV", "1", 1);
 	teardown_stacks(NULL);
+	mir_dm_remove();
 	m->nlegs = legs;
 	m->raid10 = raid10;
+	m->dm_legs = dm_legs;
 	m->seed = getpid() ^ 0x3171ULL << 40;
 	for (i = 0; i < legs; i++)
 		if (nvme_rig_ns(i, m->nvme[i], sizeof(m->nvme[i])))
@@ -1478,6 +1493,7 @@ static int mir_init(struct mir *m, int legs, bool raid10)
 static void mir_free(struct mir *m)
 {
 	teardown_stacks(NULL);
+	mir_dm_remove();
 	if (m->dev)
 		munmap(m->dev, MAP_LEN);
 	free(m->model);
@@ -1498,8 +1514,18 @@ static int mir_create(struct mir *m, bool far, bool resync, const char *opts,
 	for (i = 0; i < m->nlegs; i++) {
 		const char *ns = far && i == m->nlegs - 1 ? m->far : m->nvme[i];
 		size_t l = strlen(list);
+		long long sectors;
 
 		snprintf(m->legs[i], sizeof(m->legs[i]), "/dev/%s", ns);
+		if (m->dm_legs) {
+			xsnprintf(cmd, sizeof(cmd), "/sys/block/%s/size", ns);
+			if (sysfs_read_ll(cmd, &sectors) ||
+			    run_cmdf("dmsetup create --noudevsync " MIR_DM_LEG "%d --table '0 %lld linear /dev/%s 0' && dmsetup mknodes " MIR_DM_LEG "%d",
+				     i, sectors, ns, i))
+				return -EIO;
+			snprintf(m->legs[i], sizeof(m->legs[i]),
+				 "/dev/mapper/" MIR_DM_LEG "%d", i);
+		}
 		xsnprintf(list + l, sizeof(list) - l, "%s %s",
 			  write_mostly && i == m->nlegs - 1 ?
 			  " --write-mostly" : "", m->legs[i]);
@@ -1683,21 +1709,31 @@ FIXTURE(mirror) {
 FIXTURE_VARIANT(mirror) {
 	int legs;
 	bool raid10;
+	bool dm_legs;
 };
 
 FIXTURE_VARIANT_ADD(mirror, raid1_2) { .legs = 2 };
 FIXTURE_VARIANT_ADD(mirror, raid1_3) { .legs = 3 };
 FIXTURE_VARIANT_ADD(mirror, raid10_2) { .legs = 2, .raid10 = true };
 FIXTURE_VARIANT_ADD(mirror, raid10_3) { .legs = 3, .raid10 = true };
+/*
+ * Mirrors over stacked members: each leg a dm-linear over its drive, as
+ * LVM builds them.  md asks such a member through its holder links.
+ */
+FIXTURE_VARIANT_ADD(mirror, raid1_2_dm) { .legs = 2, .dm_legs = true };
+FIXTURE_VARIANT_ADD(mirror, raid10_3_dm) {
+	.legs = 3, .raid10 = true, .dm_legs = true };
 
 FIXTURE_SETUP(mirror)
 {
 	ASSERT_EQ(0, access(P2P_ROUTER "/stats/p2p_write_bytes", F_OK))
 		TH_LOG("no P2P router in this kernel");
-	ASSERT_EQ(0, mir_init(&self->m, variant->legs, variant->raid10))
+	ASSERT_EQ(0, mir_init(&self->m, variant->legs, variant->raid10,
+			      variant->dm_legs))
 		TH_LOG("rig drives, %s* or a provider missing", FAR_SERIAL);
-	TH_LOG("raid%s, %d legs, provider %s, seed %llu",
-	       variant->raid10 ? "10" : "1", variant->legs, self->m.provider,
+	TH_LOG("raid%s, %d legs%s, provider %s, seed %llu",
+	       variant->raid10 ? "10" : "1", variant->legs,
+	       variant->dm_legs ? " (dm-linear)" : "", self->m.provider,
 	       (unsigned long long)self->m.seed);
 }
 
@@ -2040,7 +2076,7 @@ TEST(raid10_reshape_during_writes)
 	char cmd[1024];
 	int ret;
 
-	ASSERT_EQ(0, mir_init(&m, 3, true))
+	ASSERT_EQ(0, mir_init(&m, 3, true, false))
 		TH_LOG("rig drives, %s* or a provider missing", FAR_SERIAL);
 	m.nlegs = 2;
 	ASSERT_EQ(0, mir_create(&m, false, false, "--bitmap=none", false));

@@ -1,0 +1,493 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * LVM volumes and device memory (issue #29): the volumes users build with
+ * LVM's own tools take O_DIRECT and routed (buffered) I/O from and into
+ * device memory by DMA, as md arrays and plain dm tables do.
+ *
+ * For lvcreate --type striped, raid1, raid10 (dm-raid) and thin (dm-thin
+ * over a thin-pool) on the rig's three drives: O_DIRECT writes and routed
+ * writes from device memory, then reads back through RAM and into device
+ * memory, each compared with a model.  The router's counters prove the
+ * DMA.  For the mirrored ones, md's own check (lvchange --syncaction
+ * check) must find no mismatch, and each raid1 leg (the *_rimage_N
+ * sub-volume) read alone must hold the model.  A raid1 volume with a leg
+ * on SPINFAR0, which cannot reach the memory, refuses O_DIRECT writes with
+ * EREMOTEIO and leaves both legs as they were, and the router copies.
+ */
+#define _GNU_SOURCE
+#include "spin_util.h"
+#include "../kselftest_harness.h"
+
+#include <sys/sysmacros.h>
+
+#define VG		"spinvg"
+#define LV		"lv"
+#define LV_DEV		"/dev/mapper/" VG "-" LV
+#define LV_LEN		(32 * MiB)
+#define REGION		(16 * MiB)	/* what the cases write and check */
+#define DEV_LEN		(8 * MiB)
+#define LVM		"lvm"
+#define FAR_SERIAL	"SPINFAR"
+
+struct stats {
+	long long p2p_write, cache_write, p2p_read, eremote, unreach;
+};
+
+static void stats_read(struct stats *s)
+{
+	s->p2p_write = router_stat("p2p_write_bytes");
+	s->cache_write = router_stat("cache_write_bytes");
+	s->p2p_read = router_stat("p2p_bytes");
+	s->eremote = router_stat("fallback_eremoteio");
+	s->unreach = router_stat("fallback_unreachable");
+}
+
+static void stats_delta(const struct stats *b, struct stats *d)
+{
+	struct stats a;
+
+	stats_read(&a);
+	d->p2p_write = a.p2p_write - b->p2p_write;
+	d->cache_write = a.cache_write - b->cache_write;
+	d->p2p_read = a.p2p_read - b->p2p_read;
+	d->eremote = a.eremote - b->eremote;
+	d->unreach = a.unreach - b->unreach;
+}
+
+/* The first NVMe namespace whose serial starts with @prefix. */
+static int nvme_serial_ns(const char *prefix, char *ns, size_t len)
+{
+	struct dirent **names;
+	int n, i, found = -ENOENT;
+
+	n = scandir("/sys/block", &names, NULL, alphasort);
+	for (i = 0; i < n; i++) {
+		char path[PATH_MAX], serial[128];
+
+		snprintf(path, sizeof(path), "/sys/block/%s/device/serial",
+			 names[i]->d_name);
+		if (found && !strncmp(names[i]->d_name, "nvme", 4) &&
+		    !sysfs_read(path, serial, sizeof(serial)) &&
+		    !strncmp(serial, prefix, strlen(prefix))) {
+			snprintf(ns, len, "%s", names[i]->d_name);
+			found = 0;
+		}
+		free(names[i]);
+	}
+	free(n > 0 ? names : NULL);
+	return found;
+}
+
+/* /sys/block/<dm>/queue/pci_p2pdma of the device node @path, or -1. */
+static long long dev_p2pdma(const char *path)
+{
+	char sys[PATH_MAX];
+	struct stat st;
+	long long v;
+
+	if (stat(path, &st))
+		return -1;
+	xsnprintf(sys, sizeof(sys), "/sys/dev/block/%u:%u/queue/pci_p2pdma",
+		  major(st.st_rdev), minor(st.st_rdev));
+	return sysfs_read_ll(sys, &v) ? -1 : v;
+}
+
+FIXTURE(lvm) {
+	char ns[3][NAME_MAX + 1];
+	char far[NAME_MAX + 1];
+	char pvs[256];		/* " /dev/<ns>" of the three rig drives */
+	char provider[SYSFS_LEN];
+	unsigned char *dev;	/* device memory, DEV_LEN */
+	unsigned char *model;	/* REGION */
+	unsigned char *buf;	/* REGION, for O_DIRECT */
+	uint64_t seed;
+	bool vg;
+};
+
+FIXTURE_VARIANT(lvm) {
+	const char *type;	/* what lvcreate builds */
+	const char *lvcreate;	/* its options, after -n and the size */
+	bool mirrored;		/* md's check applies */
+	bool legs;		/* each _rimage_N holds the whole volume */
+};
+
+FIXTURE_VARIANT_ADD(lvm, striped) {
+	.type = "striped", .lvcreate = "--type striped -i 3 -I 64k" };
+FIXTURE_VARIANT_ADD(lvm, raid1) {
+	.type = "raid1", .lvcreate = "--type raid1 -m 1",
+	.mirrored = true, .legs = true };
+FIXTURE_VARIANT_ADD(lvm, raid10) {
+	/* Two stripes of two mirrors want four drives: the rig has three. */
+	.type = "raid10",
+	.lvcreate = "--type raid10 -i 2 -m 1 -I 64k --alloc anywhere",
+	.mirrored = true };
+FIXTURE_VARIANT_ADD(lvm, thin) { .type = "thin" };
+
+static void vg_remove(void)
+{
+	run_cmd(LVM " vgchange -an " VG " >/dev/null 2>&1");
+	run_cmd(LVM " vgremove -ff -y " VG " >/dev/null 2>&1");
+}
+
+/* The volume group over the rig drives and SPINFAR0, device memory. */
+static void vg_setup(struct __test_metadata *_metadata,
+		      FIXTURE_DATA(lvm) *self, const char *type)
+{
+	int i;
+
+	ASSERT_EQ(0, access(P2P_ROUTER, F_OK))
+		TH_LOG("no P2P router in this kernel (%s)", P2P_ROUTER);
+	ASSERT_EQ(0, run_cmd(LVM " version >/dev/null"))
+		TH_LOG("no lvm in the guest");
+	run_cmd("mkdir -p /run/lvm /run/lock/lvm");
+	run_cmd("mdadm --stop /dev/md0 2>/dev/null");
+	run_cmd("dmsetup remove_all --noudevsync 2>/dev/null");
+	vg_remove();
+	self->pvs[0] = '\0';
+	for (i = 0; i < 3; i++) {
+		ASSERT_EQ(0, nvme_rig_ns(i, self->ns[i], sizeof(self->ns[i])))
+			TH_LOG("rig NVMe drive %d not found", i);
+		xsnprintf(self->pvs + strlen(self->pvs),
+			  sizeof(self->pvs) - strlen(self->pvs), " /dev/%s",
+			  self->ns[i]);
+	}
+	ASSERT_EQ(0, nvme_serial_ns(FAR_SERIAL, self->far, sizeof(self->far)));
+	ASSERT_EQ(0, p2pmem_find_for_ns(self->ns[0], true, self->provider,
+					sizeof(self->provider)))
+		TH_LOG("no provider reachable from %s", self->ns[0]);
+	ASSERT_EQ(0, sysfs_write(P2P_ROUTER "/enabled", "1"));
+	self->seed = getpid() ^ 0x17a5ULL << 36;
+	TH_LOG("%s, seed %llu", type, (unsigned long long)self->seed);
+
+	ASSERT_EQ(0, run_cmdf(LVM " pvcreate -ff -y -q%s /dev/%s >/dev/null",
+			      self->pvs, self->far));
+	ASSERT_EQ(0, run_cmdf(LVM " vgcreate -q -s 4m " VG "%s /dev/%s >/dev/null",
+			      self->pvs, self->far));
+	self->vg = true;
+
+	self->dev = p2pmem_map(self->provider, DEV_LEN);
+	ASSERT_NE(NULL, self->dev);
+	self->model = malloc(REGION);
+	ASSERT_NE(NULL, self->model);
+	ASSERT_EQ(0, posix_memalign((void **)&self->buf, 4096, REGION));
+}
+
+static void vg_free(FIXTURE_DATA(lvm) *self)
+{
+	if (self->vg)
+		vg_remove();
+	if (self->dev)
+		munmap(self->dev, DEV_LEN);
+	free(self->model);
+	free(self->buf);
+}
+
+FIXTURE_SETUP(lvm)
+{
+	vg_setup(_metadata, self, variant->type);
+}
+
+FIXTURE_TEARDOWN(lvm)
+{
+	vg_free(self);
+}
+
+/* lvs field @field of VG/@lv into @buf, trimmed; 0 or -1. */
+static int lvs_field(const char *lv, const char *field, char *buf,
+		     size_t len)
+{
+	char cmd[256];
+	FILE *p;
+	char *s, *e;
+
+	xsnprintf(cmd, sizeof(cmd),
+		  LVM " lvs --noheadings -o %s " VG "/%s 2>/dev/null", field,
+		  lv);
+	p = popen(cmd, "r");
+	if (!p)
+		return -1;
+	if (!fgets(buf, len, p)) {
+		pclose(p);
+		return -1;
+	}
+	pclose(p);
+	for (s = buf; *s == ' '; s++)
+		;
+	for (e = s + strlen(s); e > s && (e[-1] == '\n' || e[-1] == ' '); e--)
+		;
+	*e = '\0';
+	memmove(buf, s, e - s + 1);
+	return 0;
+}
+
+/* Wait up to 300 s for a mirrored LV's sync action to be idle. */
+static int lv_wait_idle(const char *lv)
+{
+	char action[64], pct[64];
+	int i;
+
+	for (i = 0; i < 3000; i++) {
+		if (!lvs_field(lv, "raid_sync_action", action, sizeof(action)) &&
+		    !lvs_field(lv, "sync_percent", pct, sizeof(pct)) &&
+		    !strcmp(action, "idle") && !strncmp(pct, "100", 3))
+			return 0;
+		usleep(100000);
+	}
+	return -1;
+}
+
+/* Create VG/@lv of LV_LEN as the variant says, on @pvs (or anywhere). */
+static int lv_create(FIXTURE_DATA(lvm) *self, const char *type,
+		     const char *opts, const char *lv, const char *pvs)
+{
+	if (!strcmp(type, "thin")) {
+		if (run_cmdf(LVM " lvcreate -q -y --type thin-pool -L 64m -n pool " VG " %s >/dev/null",
+			     pvs))
+			return -1;
+		return run_cmdf(LVM " lvcreate -q -y --type thin -V %lum -n %s " VG "/pool >/dev/null",
+				LV_LEN / MiB, lv);
+	}
+	return run_cmdf(LVM " lvcreate -q -y %s -L %lum -n %s " VG " %s >/dev/null",
+			opts, LV_LEN / MiB, lv, pvs);
+}
+
+/* Fill the region from RAM, in the model too. */
+static int lv_fill(FIXTURE_DATA(lvm) *self, const char *path)
+{
+	int fd = open(path, O_RDWR), ret;
+
+	if (fd < 0)
+		return -1;
+	ret = write_pattern(fd, REGION, self->seed);
+	close(fd);
+	pattern_fill(self->model, REGION, 0, self->seed);
+	return ret;
+}
+
+/*
+ * Write @len of pattern(@seed) from device memory at @off: O_DIRECT if
+ * @direct, else buffered for the router, then fsync().  The model
+ * follows a write that succeeded.  Returns pwrite()'s result, errno kept.
+ */
+static ssize_t lv_write(FIXTURE_DATA(lvm) *self, const char *path,
+			bool direct, off_t off, size_t len, uint64_t seed)
+{
+	int fd = open(path, O_RDWR | (direct ? O_DIRECT : 0)), err;
+	unsigned char *src = self->dev + off % 4096;
+	ssize_t n;
+
+	if (fd < 0)
+		return -1;
+	pattern_fill(src, len, off, seed);
+	n = pwrite(fd, src, len, off);
+	err = errno;
+	if (n == (ssize_t)len && fsync(fd))
+		n = -1;
+	close(fd);
+	if (n > 0)
+		memcpy(self->model + off, src, n);
+	errno = err;
+	return n;
+}
+
+/* The region read cold into RAM (O_DIRECT) against the model. */
+static long lv_diff_ram(FIXTURE_DATA(lvm) *self, const char *path)
+{
+	int fd = open(path, O_RDONLY | O_DIRECT);
+	ssize_t n;
+
+	if (fd < 0)
+		return -2;
+	n = pread(fd, self->buf, REGION, 0);
+	close(fd);
+	return n == REGION ? first_diff(self->buf, self->model, REGION) : -3;
+}
+
+/*
+ * The region read into device memory, 4 MiB at a time, O_DIRECT or
+ * through the router after drop_caches(), against the model.
+ */
+static long lv_diff_dev(FIXTURE_DATA(lvm) *self, const char *path,
+			bool direct)
+{
+	int fd = open(path, O_RDONLY | (direct ? O_DIRECT : 0));
+	off_t off;
+	long d;
+
+	if (fd < 0)
+		return -2;
+	if (!direct)
+		drop_caches();
+	for (off = 0; off < (off_t)REGION; off += 4 * MiB) {
+		memset(self->dev, 0, 4 * MiB);
+		if (pread(fd, self->dev, 4 * MiB, off) != (ssize_t)(4 * MiB)) {
+			close(fd);
+			return -3;
+		}
+		d = first_diff(self->dev, self->model + off, 4 * MiB);
+		if (d != -1) {
+			close(fd);
+			return off + d;
+		}
+	}
+	close(fd);
+	return -1;
+}
+
+/* md's check on a mirrored LV: its mismatch count, or -1. */
+static long long lv_mismatches(const char *lv)
+{
+	char buf[64];
+
+	if (run_cmdf(LVM " lvchange -q --syncaction check " VG "/%s", lv))
+		return -1;
+	usleep(500000);
+	if (lv_wait_idle(lv) ||
+	    lvs_field(lv, "raid_mismatch_count", buf, sizeof(buf)))
+		return -1;
+	return atoll(buf);
+}
+
+/* The writes every case makes: routed ones, unaligned, and O_DIRECT. */
+static const struct { bool direct; off_t off; size_t len; } lv_writes[] = {
+	{ false, 1 * MiB + 123, 3 * MiB + 1000 },
+	{ true, 0, 1 * MiB },
+	{ false, 6 * MiB, 2 * MiB },
+	{ true, 9 * MiB + 512 * KiB - 4 * KiB, 1 * MiB + 8 * KiB },
+	{ true, 12 * MiB, 4 * MiB },
+	{ false, 10 * MiB + 4095, 1 * MiB + 2 },
+};
+
+/*
+ * O_DIRECT and routed writes from device memory, all DMAed; the volume
+ * read back through RAM and into device memory (O_DIRECT and routed);
+ * for mirrored volumes md's check and each raid1 leg alone.
+ */
+TEST_F_TIMEOUT(lvm, dma_rw, 600)
+{
+	struct stats before, d;
+	char leg[PATH_MAX];
+	size_t routed = 0;
+	unsigned int i;
+	int fd;
+	ssize_t n;
+
+	ASSERT_EQ(0, lv_create(self, variant->type, variant->lvcreate, LV,
+			       self->pvs)) TH_LOG("lvcreate %s", variant->type);
+	if (variant->mirrored)
+		ASSERT_EQ(0, lv_wait_idle(LV)) TH_LOG("no initial sync");
+	/* The premise: the volume passes P2PDMA. */
+	ASSERT_EQ(1, dev_p2pdma(LV_DEV))
+		TH_LOG("%s does not pass P2PDMA", LV_DEV);
+	ASSERT_EQ(0, lv_fill(self, LV_DEV));
+
+	stats_read(&before);
+	for (i = 0; i < ARRAY_SIZE(lv_writes); i++) {
+		n = lv_write(self, LV_DEV, lv_writes[i].direct,
+			     lv_writes[i].off, lv_writes[i].len,
+			     self->seed + 1 + i);
+		TH_LOG("%s write of %zu at %lld: %zd (%s)",
+		       lv_writes[i].direct ? "O_DIRECT" : "routed",
+		       lv_writes[i].len, (long long)lv_writes[i].off, n,
+		       n < 0 ? strerror(errno) : "");
+		ASSERT_EQ((ssize_t)lv_writes[i].len, n);
+		if (!lv_writes[i].direct)
+			routed += lv_writes[i].len;
+	}
+	stats_delta(&before, &d);
+	TH_LOG("p2p_write_bytes %lld, cache_write_bytes %lld, fallback_eremoteio %lld, fallback_unreachable %lld",
+	       d.p2p_write, d.cache_write, d.eremote, d.unreach);
+	/* The routed writes' aligned middles were DMAed, none refused. */
+	EXPECT_LT((long long)routed / 2, d.p2p_write);
+	EXPECT_EQ(0, d.eremote);
+	EXPECT_EQ(0, d.unreach);
+
+	EXPECT_EQ(-1, lv_diff_ram(self, LV_DEV));
+	EXPECT_EQ(-1, lv_diff_dev(self, LV_DEV, true));
+	stats_read(&before);
+	EXPECT_EQ(-1, lv_diff_dev(self, LV_DEV, false));
+	stats_delta(&before, &d);
+	TH_LOG("routed reads: p2p_bytes %lld", d.p2p_read);
+	EXPECT_LT(0, d.p2p_read);
+
+	if (variant->mirrored)
+		EXPECT_EQ(0, lv_mismatches(LV));
+	if (variant->legs) {
+		for (i = 0; i < 2; i++) {
+			xsnprintf(leg, sizeof(leg),
+				  "/dev/mapper/" VG "-" LV "_rimage_%u", i);
+			fd = open(leg, O_RDONLY);
+			ASSERT_LE(0, fd) TH_LOG("%s: %s", leg, strerror(errno));
+			close(fd);
+			EXPECT_EQ(-1, lv_diff_ram(self, leg))
+				TH_LOG("leg %u differs", i);
+		}
+	}
+}
+
+/*
+ * A raid1 volume with one leg on SPINFAR0: O_DIRECT writes from device
+ * memory fail with EREMOTEIO before either leg is written; routed ones
+ * are copied by the router (fallback_unreachable), and both legs end up
+ * equal to the model.
+ */
+FIXTURE(far) {
+	FIXTURE_DATA(lvm) l;
+};
+
+FIXTURE_SETUP(far)
+{
+	vg_setup(_metadata, &self->l, "raid1 with a far leg");
+}
+
+FIXTURE_TEARDOWN(far)
+{
+	vg_free(&self->l);
+}
+
+TEST_F_TIMEOUT(far, raid1_leg_refused, 600)
+{
+	FIXTURE_DATA(lvm) *l = &self->l;
+	struct stats before, d;
+	char pvs[128], leg[PATH_MAX];
+	unsigned int i;
+	ssize_t n;
+
+	xsnprintf(pvs, sizeof(pvs), "/dev/%s /dev/%s", l->ns[0], l->far);
+	ASSERT_EQ(0, lv_create(l, "raid1", "--type raid1 -m 1", LV, pvs));
+	ASSERT_EQ(0, lv_wait_idle(LV)) TH_LOG("no initial sync");
+	ASSERT_EQ(1, dev_p2pdma(LV_DEV));
+	ASSERT_EQ(0, lv_fill(l, LV_DEV));
+
+	stats_read(&before);
+	for (i = 0; i < ARRAY_SIZE(lv_writes); i++) {
+		n = lv_write(l, LV_DEV, lv_writes[i].direct,
+			     lv_writes[i].off, lv_writes[i].len,
+			     l->seed + 1 + i);
+		TH_LOG("%s write of %zu at %lld: %zd (%s)",
+		       lv_writes[i].direct ? "O_DIRECT" : "routed",
+		       lv_writes[i].len, (long long)lv_writes[i].off, n,
+		       n < 0 ? strerror(errno) : "");
+		if (lv_writes[i].direct) {
+			ASSERT_EQ(-1, n);
+			ASSERT_EQ(EREMOTEIO, errno);
+		} else {
+			ASSERT_EQ((ssize_t)lv_writes[i].len, n);
+		}
+	}
+	stats_delta(&before, &d);
+	TH_LOG("p2p_write_bytes %lld, fallback_unreachable %lld",
+	       d.p2p_write, d.unreach);
+	EXPECT_EQ(0, d.p2p_write);
+	EXPECT_LT(0, d.unreach);
+
+	EXPECT_EQ(-1, lv_diff_ram(l, LV_DEV));
+	EXPECT_EQ(0, lv_mismatches(LV));
+	for (i = 0; i < 2; i++) {
+		xsnprintf(leg, sizeof(leg),
+			  "/dev/mapper/" VG "-" LV "_rimage_%u", i);
+		EXPECT_EQ(-1, lv_diff_ram(l, leg)) TH_LOG("leg %u", i);
+	}
+}
+
+TEST_HARNESS_MAIN

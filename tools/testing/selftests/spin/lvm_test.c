@@ -123,10 +123,16 @@ FIXTURE_VARIANT_ADD(lvm, raid10) {
 	.mirrored = true };
 FIXTURE_VARIANT_ADD(lvm, thin) { .type = "thin" };
 
+/*
+ * Whatever an earlier case left: the volume group, its dm devices and the
+ * /dev/VG links lvm made (without udev, nobody else removes them).
+ */
 static void vg_remove(void)
 {
 	run_cmd(LVM " vgchange -an " VG " >/dev/null 2>&1");
 	run_cmd(LVM " vgremove -ff -y " VG " >/dev/null 2>&1");
+	run_cmd("dmsetup remove_all --noudevsync 2>/dev/null");
+	run_cmd("rm -rf /dev/" VG);
 }
 
 /* The volume group over the rig drives and SPINFAR0, device memory. */
@@ -139,9 +145,9 @@ static void vg_setup(struct __test_metadata *_metadata,
 		TH_LOG("no P2P router in this kernel (%s)", P2P_ROUTER);
 	ASSERT_EQ(0, run_cmd(LVM " version >/dev/null"))
 		TH_LOG("no lvm in the guest");
+	setenv("LVM_SUPPRESS_FD_WARNINGS", "1", 1);
 	run_cmd("mkdir -p /run/lvm /run/lock/lvm");
 	run_cmd("mdadm --stop /dev/md0 2>/dev/null");
-	run_cmd("dmsetup remove_all --noudevsync 2>/dev/null");
 	vg_remove();
 	self->pvs[0] = '\0';
 	for (i = 0; i < 3; i++) {

@@ -165,6 +165,9 @@ static void vg_setup(struct __test_metadata *_metadata,
 	self->seed = getpid() ^ 0x17a5ULL << 36;
 	TH_LOG("%s, seed %llu", type, (unsigned long long)self->seed);
 
+	/* md arrays of earlier tests leave superblocks lvm will not touch. */
+	run_cmdf("mdadm --zero-superblock%s /dev/%s 2>/dev/null", self->pvs,
+		 self->far);
 	ASSERT_EQ(0, run_cmdf(LVM " pvcreate -ff -y -q%s /dev/%s >/dev/null",
 			      self->pvs, self->far));
 	ASSERT_EQ(0, run_cmdf(LVM " vgcreate -q -s 4m " VG "%s /dev/%s >/dev/null",

@@ -54,30 +54,6 @@ static void stats_delta(const struct stats *b, struct stats *d)
 	d->unreach = a.unreach - b->unreach;
 }
 
-/* The first NVMe namespace whose serial starts with @prefix. */
-static int nvme_serial_ns(const char *prefix, char *ns, size_t len)
-{
-	struct dirent **names;
-	int n, i, found = -ENOENT;
-
-	n = scandir("/sys/block", &names, NULL, alphasort);
-	for (i = 0; i < n; i++) {
-		char path[PATH_MAX], serial[128];
-
-		snprintf(path, sizeof(path), "/sys/block/%s/device/serial",
-			 names[i]->d_name);
-		if (found && !strncmp(names[i]->d_name, "nvme", 4) &&
-		    !sysfs_read(path, serial, sizeof(serial)) &&
-		    !strncmp(serial, prefix, strlen(prefix))) {
-			snprintf(ns, len, "%s", names[i]->d_name);
-			found = 0;
-		}
-		free(names[i]);
-	}
-	free(n > 0 ? names : NULL);
-	return found;
-}
-
 /* /sys/block/<dm>/queue/pci_p2pdma of the device node @path, or -1. */
 static long long dev_p2pdma(const char *path)
 {

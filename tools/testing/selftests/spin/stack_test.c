@@ -1426,30 +1426,6 @@ struct mir {
 	uint64_t seed;
 };
 
-/* The first NVMe namespace whose serial starts with @prefix. */
-static int nvme_serial_ns(const char *prefix, char *ns, size_t len)
-{
-	struct dirent **names;
-	int n, i, found = -ENOENT;
-
-	n = scandir("/sys/block", &names, NULL, alphasort);
-	for (i = 0; i < n; i++) {
-		char path[PATH_MAX], serial[128];
-
-		snprintf(path, sizeof(path), "/sys/block/%s/device/serial",
-			 names[i]->d_name);
-		if (found && !strncmp(names[i]->d_name, "nvme", 4) &&
-		    !sysfs_read(path, serial, sizeof(serial)) &&
-		    !strncmp(serial, prefix, strlen(prefix))) {
-			snprintf(ns, len, "%s", names[i]->d_name);
-			found = 0;
-		}
-		free(names[i]);
-	}
-	free(n > 0 ? names : NULL);
-	return found;
-}
-
 /* The dm-linear legs of a mirror over stacked members. */
 #define MIR_DM_LEG	"spin-leg"
 

@@ -10,7 +10,7 @@ S := scripts
 
 .PHONY: help deps tree export config kernel selftests initramfs image \
 	demo test test-debug kernel-debug kernel-base bench bench-report calibrate \
-	bench-stack bench-readahead shell \
+	bench-stack bench-readahead bench-limit shell \
 	checkpatch bisect-check sparse-check clean distclean
 
 help:
@@ -28,6 +28,7 @@ help:
 	@echo '  make calibrate   fit the router'"'"'s cost model in the rig and print it'
 	@echo '  make bench-stack P2P through md raid0 (1-3 drives), plain and throttled'
 	@echo '  make bench-readahead  P-readahead and page-cache pollution, plain and throttled'
+	@echo '  make bench-limit      whether QEMU'"'"'s throttle and io.max hold the drives to a limit'
 	@echo '  make shell       boot the rig to a shell on the console'
 	@echo '  make tree        build/linux = Debian linux-source-6.12 + patches/'
 	@echo '  make export      patches/ = build/linux commits since spin-base'
@@ -96,6 +97,9 @@ bench-stack: image
 
 bench-readahead: image
 	@$(S)/bench-readahead.sh
+
+bench-limit: image
+	@$(S)/bench-limit.sh
 
 shell: image
 	@$(S)/rig.sh --mode shell

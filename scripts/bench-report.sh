@@ -8,7 +8,7 @@ usage() {
 	cat <<USAGE
 Usage: $0 [--help] [DIR]
 
-Reads DIR/spin-RIG.csv for the rigs throttled, fast and plain (the
+Reads DIR/spin-RIG.csv for the rigs throttled, fast, plain and two (the
 medians scripts/bench-median.sh makes of each run's CSV) and, if
 present, DIR/regress-base.csv and DIR/cliff-{spin,base}.csv (DIR
 defaults to build/bench, where scripts/bench.sh writes them) and
@@ -34,7 +34,7 @@ case "${1:-}" in -h|--help) usage; exit 0 ;; esac
 top=$(cd "$(dirname "$0")/.." && pwd)
 dir=${1:-$top/build/bench}
 rigs=()
-for r in throttled fast plain; do
+for r in throttled fast plain two; do
 	[ -s "$dir/spin-$r.csv" ] && rigs+=("$r")
 done
 [ ${#rigs[@]} -gt 0 ] || { echo "bench-report: no $dir/spin-*.csv" >&2; exit 1; }
@@ -78,6 +78,7 @@ residency_dat() {	# csv pattern -> res, med min max per mode, bound
 			if (has(pts[i], "p2p")) { bp += med[pts[i], "p2p"]; nb++ }
 			if (f[2] == "contig" && f[3] == 100 && has(pts[i], "pagecache")) bc = med[pts[i], "pagecache"]
 		}
+		if (!nb) exit
 		bp /= nb
 		nm = split(modes, m, " ")
 		for (r = 0; r <= 100; r += 10) {
@@ -167,6 +168,12 @@ for rig in "${rigs[@]}"; do
 		sed 's/^/  /' "$dir/calib-$rig.txt"
 		echo
 	}
+	[ -s "$dir/learned-$rig.txt" ] && {
+		echo "Learned at the end (queue/p2p_learned_cost_ns)::"
+		echo
+		sed 's/^/  /' "$dir/learned-$rig.txt"
+		echo
+	}
 	for pat in contig scatter; do
 		awk '
 		function sp(j) { return $j > 0 ? ($(j + 2) - $(j + 1)) / $j : 0 }
@@ -211,6 +218,31 @@ for rig in "${rigs[@]}"; do
 		}
 	}' "$csv" | rst_table "Random reads, 4 jobs, and the log scanner, MB/s, median (min-max):" \
 		sweep bs resident jobs p2p p2p_qd8 bounce pagecache spin spin/best
+	awk -F, "$lib"'
+	END {
+		for (i = 0; i < np; i++) {
+			split(pts[i], f, ",")
+			if (f[1] !~ /^drive[01]$/) continue
+			p = pts[i]; b = bestm(p)
+			printf "%s|%s%%|%s|%s|%s|%s|%s|%s\n", f[1], f[3],
+				cell(p, "p2p"), cell(p, "pagecache"), cell(p, "spin"),
+				cell(p, "spin_cal"), ratio(p, "spin", b),
+				ratio(p, "spin", "spin_cal")
+		}
+	}' "$csv" | rst_table "Two drives apart, scattered, 1 MiB sequential reads, MB/s, median (min-max):" \
+		drive resident p2p pagecache spin spin_cal spin/best spin/spin_cal
+	awk -F, "$lib"'
+	END {
+		for (i = 0; i < np; i++) {
+			split(pts[i], f, ",")
+			if (!has(pts[i], "spin_cal") || f[1] ~ /^drive[01]$/) continue
+			p = pts[i]
+			printf "%s|%s|%s%%|%s|%s|%s|%s|%s\n", f[1], f[2], f[3], f[4],
+				f[6], cell(p, "spin"), cell(p, "spin_cal"),
+				ratio(p, "spin", "spin_cal")
+		}
+	}' "$csv" | rst_table "The learned model (spin) against the calibrated one (spin_cal), MB/s, median (min-max):" \
+		sweep pattern resident bs jobs spin spin_cal spin/spin_cal
 	awk -F, "$lib"'
 	END {
 		for (i = 0; i < np; i++) {
@@ -317,10 +349,14 @@ for rig in "${rigs[@]}"; do
 		printf "%s|%s|>= %s|%s|%s|%d marked\n", rig, name, goal, v, where, nmark
 	}
 	END {
-		m1 = m2 = m3 = m4 = m5 = m6 = 1e9; k1 = k2 = k3 = k4 = k5 = k6 = 0
+		m1 = m2 = m3 = m4 = m5 = m6 = m7 = 1e9; k1 = k2 = k3 = k4 = k5 = k6 = k7 = 0
 		for (i = 0; i < np; i++) {
 			p = pts[i]; split(p, f, ",")
-			if (f[1] !~ /^(residency|size|random|jobs)$/ || !has(p, "spin")) continue
+			if (has(p, "spin") && has(p, "spin_cal")) {
+				q = med[p, "spin"] / med[p, "spin_cal"]; mq = ratio(p, "spin", "spin_cal") ~ /\*/
+				k7 += mq; if (q < m7) { m7 = q; w7 = p (mq ? " *" : "") }
+			}
+			if (f[1] !~ /^(residency|size|random|jobs|drive0|drive1)$/ || !has(p, "spin")) continue
 			b = bestm(p); r = med[p, "spin"] / med[p, b]; mk = ratio(p, "spin", b) ~ /\*/
 			k1 += mk; if (r < m1) { m1 = r; w1 = p " vs " b (mk ? " *" : "") }
 			if (f[1] == "residency" && f[2] == "contig" && f[3] == 100) {
@@ -343,7 +379,10 @@ for rig in "${rigs[@]}"; do
 		judge("30-70% scattered band vs best baseline", "1.2", m3, w3, k3)
 		judge("P-readahead vs P2P-only, sequential <= 64 KiB", "5", m5, w5, k5)
 		judge("P-readahead vs P2P-only, any size", "0.97", m6, w6, k6)
+		judge("learned model vs calibrated model, every point", "0.97", m7, w7, k7)
 	}' "$csv"
+	cat "$dir/residency-$rig-contig.dat" "$dir/residency-$rig-scatter.dat" |
+		grep . >/dev/null || continue
 	cat "$dir/residency-$rig-contig.dat" "$dir/residency-$rig-scatter.dat" |
 		awk -v rig=$rig '{ r = $14 / $20; if (!n++ || r < m) { m = r; w = $1 } }
 		END { printf "%s|fraction of the overlap bound T(r)|>= 0.9|%.2f %s|residency %s%%|-\n", rig, m, (m >= 0.9 ? "met" : "MISSED"), w }'

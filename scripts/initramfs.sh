@@ -18,8 +18,8 @@ Writes build/initramfs.cpio from:
     /usr/bin/timeout), each with the shared libraries ldd lists for it;
   - build/kselftest (scripts/selftests.sh) as /kselftest;
   - the tools/spin/spin-*.c tools, compiled here, spin-calibrate,
-    spin-stat, and the benchmarks' guest sides tools/spin/bench-*.sh as
-    bench-*;
+    spin-stat, spin-iomax, and the benchmarks' guest sides
+    tools/spin/bench-*.sh as bench-*;
   - scripts/guest-init as /init.
 Nothing else from the host goes in.
 USAGE
@@ -63,6 +63,7 @@ for c in "$top"/tools/spin/spin-*.c; do
 done
 install -m 0755 "$top/tools/spin/spin-calibrate.sh" "$root/usr/bin/spin-calibrate"
 install -m 0755 "$top/tools/spin/spin-stat" "$root/usr/bin/spin-stat"
+install -m 0755 "$top/tools/spin/spin-iomax" "$root/usr/bin/spin-iomax"
 for b in "$top"/tools/spin/bench-*.sh; do
 	install -m 0755 "$b" "$root/usr/bin/$(basename "$b" .sh)"
 done

@@ -21,8 +21,13 @@ Modes (gdsio's transfer types in brackets):
   bounce     spin-bounce: buffered pread into RAM, memcpy into device
              memory (CPU_GPU)
   pagecache  fio, buffered pread into device memory, router off
-  spin       fio, buffered pread into device memory, router on
-  spin_default  spin with the router's default (uncalibrated) model
+  spin       fio, buffered pread into device memory, router on, with
+             what it learned of each drive and provider (the default)
+  spin_cal   spin planned with the calibrated model instead
+             (/sys/kernel/mm/p2p_router/learn 0, spin-calibrate's
+             values in the global knobs)
+  spin_default  spin planned with the router's built-in defaults
+             (learn 0, the documented model)
   p2p_qdN, pagecache_qdN, spin_qdN
              p2p, pagecache and spin through io_uring at queue depth
              N (fio --ioengine=io_uring --iodepth=N)
@@ -42,7 +47,8 @@ and refills it in a tenth of a second.  Every point is run spin_reps
 times, all its modes once per round, so that the modes of one round
 are side by side.
 
-First spin-calibrate fits the router's model to this rig and drive.
+First spin-calibrate fits a model to this rig and the first drive, for
+spin_cal; the router learns its own meanwhile.
 Then the sweeps, on a 128 MiB file on a new XFS on the first rig drive:
   residency  1 MiB sequential reads, one job: contiguous 0, 50, 80
              and 100%, scattered 10, 30, 40, 50, 60, 70 and 90%; and
@@ -56,6 +62,11 @@ Then the sweeps, on a 128 MiB file on a new XFS on the first rig drive:
   fixed      spin_qdN against fixed_qdN, at the qd sweep's depths and
              residencies; kbvec against kbvec_off at 0%, 50%
              scattered and 100%
+  two        spin_sweep=two only: the residency sweep's scattered 30,
+             50 and 70% points on a file on each of the first two rig
+             drives (sweeps drive0 and drive1), each drive limited
+             apart (spin_iomax=nvme0n1=...,nvme1n1=...); one calibrated
+             model for both, the learned one per drive
   app        SPIN's scenario: a log writer appends to four files
              while a scanner reads them into device memory; the
              last quarter of each file was just written (hot)
@@ -74,6 +85,7 @@ Environment (from the kernel command line):
                         at 50%);
              qd         the qd sweep only
              fixed      the fixed sweep only
+             two        the two-drive sweep only
   spin_regress=1   add the regress rows at the end (not with
                    spin_sweep=qd or fixed)
 
@@ -87,7 +99,8 @@ resident=<% spin-cache set> and, for spin runs, dma_MiB, copy_MiB,
 ra_hit_MiB (spin_qdN: dma_MiB, async), or for app, writer_MiB.  Lines
 starting "# calib " carry the calibration; bench-regress's
 "regress,..." lines follow the runs.  scripts/bench-median.sh reduces
-the runs to medians.  Destroys the data on the first rig drive.
+the runs to medians.  Destroys the data on the first rig drive (and,
+with spin_sweep=two, the second).
 USAGE
 }
 for arg; do
@@ -121,6 +134,14 @@ mkfs.xfs -q -f "/dev/$1" && mount "/dev/$1" /mnt/data || exit 1
 F=/mnt/data/file
 LOGS=/mnt/data/log0:/mnt/data/log1:/mnt/data/log2:/mnt/data/log3
 dd if=/dev/urandom of=$F bs=1M count=$((SIZE >> 20)) 2>/dev/null
+F1=
+if [ "$SWEEP" = two ]; then
+	[ $# -ge 2 ] || { echo "bench-spin: two needs two rig drives"; exit 1; }
+	mkdir -p /mnt/data1
+	mkfs.xfs -q -f "/dev/$2" && mount "/dev/$2" /mnt/data1 || exit 1
+	F1=/mnt/data1/file
+	dd if=/dev/urandom of=$F1 bs=1M count=$((SIZE >> 20)) 2>/dev/null
+fi
 sync
 
 counter() { cat "$R/stats/$1"; }
@@ -155,6 +176,7 @@ point() {
 	bsb=$((bsb))
 	modes=$* n=$REPS file=$F
 	[ "$pat" = log ] && file=$LOGS
+	[ "$sweep" = drive1 ] && file=$F1
 	# The fully cached point is judged to 3%: at least five rounds.
 	[ "$sweep,$pat,$res" = residency,contig,100 ] && [ "$n" -lt 5 ] && n=5
 	for rep in $(seq "$n"); do
@@ -174,7 +196,7 @@ point() {
 			sleep 1
 			extra="rep=$rep"
 		else
-			got=$(spin-cache $F "$res" "$pat" | cut -d' ' -f1)
+			got=$(spin-cache $file "$res" "$pat" | cut -d' ' -f1)
 			[ "$PAUSE" = 0 ] || sleep "$PAUSE" || sleep 1
 			extra="rep=$rep resident=$got"
 		fi
@@ -226,12 +248,14 @@ point() {
 			echo 0 >$R/enabled
 			bw=$(fio_bw "$file" "$rw" "$bs" 0 "$p2pmem" $bytes "$jobs")
 			echo 1 >$R/enabled ;;
-		spin|spin_default)
+		spin|spin_cal|spin_default)
+			[ $mode = spin ] || echo 0 >$R/learn
 			d0=$(counter p2p_bytes) c0=$(counter cache_bytes) h0=$(counter ra_hits)
 			bw=$(fio_bw "$file" "$rw" "$bs" 0 "$p2pmem" $bytes "$jobs")
 			extra="$extra dma_MiB=$((($(counter p2p_bytes) - d0) >> 20))"
 			extra="$extra copy_MiB=$((($(counter cache_bytes) - c0) >> 20))"
-			extra="$extra ra_hit_MiB=$((($(counter ra_hits) - h0) >> 8))" ;;
+			extra="$extra ra_hit_MiB=$((($(counter ra_hits) - h0) >> 8))"
+			echo 1 >$R/learn ;;
 		esac
 		if [ "$pat" = log ]; then
 			kill "$writer"
@@ -280,8 +304,20 @@ if [ "$SWEEP" = fixed ]; then
 	echo "# bench-spin: end"
 	exit 0
 fi
+# two: the same points on a file on each of two drives of other speeds.
+if [ "$SWEEP" = two ]; then
+	for res in 30 50 70; do
+		point drive0 scatter $res 1M read 1 p2p pagecache spin spin_cal
+		point drive1 scatter $res 1M read 1 p2p pagecache spin spin_cal
+	done
+	for ns in $1 $2; do
+		echo "# learned $ns $(cat /sys/block/$ns/queue/p2p_learned_cost_ns)"
+	done
+	echo "# bench-spin: end"
+	exit 0
+fi
 
-ALL="p2p p2p_qd8 bounce pagecache spin"
+ALL="p2p p2p_qd8 bounce pagecache spin spin_cal"
 contig="0 50 80 100" scatter="10 30 40 50 60 70 90"
 [ "$SWEEP" = short ] && contig="0 50 100" scatter="30 50 70"
 for res in $contig; do

@@ -40,6 +40,7 @@
 #define SYSFS_LEN	512	/* a device directory in sysfs */
 #define P2P_ROUTER	"/sys/kernel/mm/p2p_router"
 #define P2P_STATS	P2P_ROUTER "/stats/"
+#define P2P_LEARN	P2P_ROUTER "/learn"
 
 static inline int sysfs_read(const char *path, char *buf, size_t len)
 {
@@ -96,6 +97,21 @@ static inline int sysfs_write(const char *path, const char *val)
 	close(fd);
 	return n < 0 ? -errno : 0;
 }
+
+/*
+ * The tests' expectations are derived from the router's documented
+ * default model (spin_router.h), so each program plans with it: the
+ * router learns a model per drive and per provider (on by default), and
+ * a program starts with the use of what it learned switched off.  Only
+ * model_test, which tests the learning, defines SPIN_LEARNS and turns it
+ * on itself.  A kernel without the knob fails in model_test, not here.
+ */
+#ifndef SPIN_LEARNS
+static void __attribute__((constructor)) spin_plan_with_defaults(void)
+{
+	sysfs_write(P2P_LEARN, "0");
+}
+#endif
 
 /*
  * Two PCI functions can do P2P DMA without help from the host bridge

@@ -1,0 +1,584 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The P2P router's learned cost model (mm/p2p_model.c): per request
+ * queue, what a DMA costs; per provider, how fast the CPU copies into and
+ * out of its memory.  The router learns both from its own I/O and plans
+ * with them unless an override is set.
+ *
+ * The decisions are read off the counters, never off times: a read of a
+ * fully cached range into device memory is either copied (cache_bytes) or
+ * read again by DMA (p2p_bytes, a folded island), whichever the model the
+ * read was planned with says is faster.  So a test sets the rates on one
+ * side and lets the other decide.
+ *
+ *  - files:      the per-queue and per-provider files, the learn switch,
+ *                and what they show after a reset;
+ *  - bad_values: every malformed value gets EINVAL and changes nothing;
+ *  - override_wins, learn_off: an override wins over what was learned,
+ *                and learn=0 plans with the defaults;
+ *  - learns_copy_rates: copies into and out of device memory move the
+ *                provider's learned rates from a seed far off;
+ *  - throttled_drive: two drives under the switch, one throttled with
+ *                cgroup v2 io.max in the middle of the run.  The router
+ *                keeps reading the other's cached ranges by DMA and, within
+ *                the documented number of DMAs, copies the throttled one's.
+ *
+ * Every read is compared byte for byte with the pattern written.
+ */
+#define _GNU_SOURCE
+#define SPIN_LEARNS
+#include <sys/sysmacros.h>
+
+#include "../kselftest_harness.h"
+#include "spin_util.h"
+#include "spin_router.h"
+
+#define REGION		(16 * MiB)	/* written and cached on each drive */
+#define RSZ		(1 * MiB)	/* one read */
+#define CGROOT		"/sys/fs/cgroup"
+#define CG		CGROOT "/spin_model"
+/* DOC "Learning the model": within an eighth after 16 samples. */
+#define CONVERGE	16
+/* A model no copy can beat, and one every copy beats. */
+#define DMA_FREE	"4096:1000 8388608:2000"
+#define DMA_SLOW	"4096:1000000000 8388608:2000000000"
+
+struct dec {
+	long long p2p, cache;
+};
+
+FIXTURE(model) {
+	char ns[2][32];
+	char queue[2][128];		/* /sys/block/<ns>/queue */
+	char provider[SYSFS_LEN];
+	int fd[2];
+	uint64_t seed;
+	unsigned char *dev;
+	unsigned char *ref;
+	struct router_knobs knobs;
+	char learn[16];
+	bool knobs_saved;
+	bool in_cgroup;
+};
+
+static int qfile(FIXTURE_DATA(model) *self, int d, const char *name,
+		 char *path, size_t len)
+{
+	return snprintf(path, len, "%s/%s", self->queue[d], name) >= (int)len;
+}
+
+static int qwrite(FIXTURE_DATA(model) *self, int d, const char *name,
+		  const char *val)
+{
+	char path[PATH_MAX];
+
+	qfile(self, d, name, path, sizeof(path));
+	return sysfs_write(path, val);
+}
+
+static int qread(FIXTURE_DATA(model) *self, int d, const char *name,
+		 char *buf, size_t len)
+{
+	char path[PATH_MAX];
+
+	qfile(self, d, name, path, sizeof(path));
+	return sysfs_read(path, buf, len);
+}
+
+static int pwrite_knob(FIXTURE_DATA(model) *self, const char *name,
+		       const char *val)
+{
+	char path[PATH_MAX];
+
+	snprintf(path, sizeof(path), "%s/p2pmem/%s", self->provider, name);
+	return sysfs_write(path, val);
+}
+
+static long long pread_knob(FIXTURE_DATA(model) *self, const char *name)
+{
+	char path[PATH_MAX];
+	long long v;
+
+	snprintf(path, sizeof(path), "%s/p2pmem/%s", self->provider, name);
+	return sysfs_read_ll(path, &v) ? -1 : v;
+}
+
+/* The learned DMA time of the size class of @bytes on drive @d, or -1. */
+static long long learned_ns(FIXTURE_DATA(model) *self, int d,
+			    long long bytes)
+{
+	char buf[256], *tok, *save;
+
+	if (qread(self, d, "p2p_learned_cost_ns", buf, sizeof(buf)))
+		return -1;
+	for (tok = strtok_r(buf, " ", &save); tok;
+	     tok = strtok_r(NULL, " ", &save)) {
+		long long b, ns;
+
+		if (sscanf(tok, "%lld:%lld", &b, &ns) == 2 && b == bytes)
+			return ns;
+	}
+	return -1;
+}
+
+/* Every knob back to a known state: defaults, no override, learning on. */
+static int model_reset(FIXTURE_DATA(model) *self)
+{
+	int d, ret = 0;
+
+	for (d = 0; d < 2; d++) {
+		ret |= qwrite(self, d, "p2p_cost_ns", "auto");
+		ret |= qwrite(self, d, "p2p_learned_cost_ns", "reset");
+	}
+	ret |= pwrite_knob(self, "copy_mbps", "auto");
+	ret |= pwrite_knob(self, "copy_from_mbps", "auto");
+	ret |= pwrite_knob(self, "learned_copy_mbps", "reset");
+	ret |= pwrite_knob(self, "learned_copy_from_mbps", "reset");
+	ret |= sysfs_write(P2P_LEARN, "1");
+	return ret;
+}
+
+static void cgroup_leave(FIXTURE_DATA(model) *self)
+{
+	char line[64];
+	int d;
+
+	if (!self->in_cgroup)
+		return;
+	for (d = 0; d < 2; d++) {
+		char path[PATH_MAX], dev[32];
+		struct stat st;
+
+		snprintf(path, sizeof(path), "/dev/%s", self->ns[d]);
+		if (stat(path, &st))
+			continue;
+		snprintf(dev, sizeof(dev), "%u:%u rbps=max wbps=max",
+			 major(st.st_rdev), minor(st.st_rdev));
+		sysfs_write(CG "/io.max", dev);
+	}
+	snprintf(line, sizeof(line), "%d", getpid());
+	sysfs_write(CGROOT "/cgroup.procs", line);
+	rmdir(CG);
+	self->in_cgroup = false;
+}
+
+FIXTURE_SETUP(model)
+{
+	char nvme_dev[SYSFS_LEN];
+	int d, wfd;
+
+	self->fd[0] = self->fd[1] = -1;
+	ASSERT_EQ(0, access(P2P_LEARN, F_OK))
+		TH_LOG("no learned model in this kernel (%s)", P2P_LEARN);
+	for (d = 0; d < 2; d++) {
+		ASSERT_EQ(0, nvme_rig_ns(d, self->ns[d], sizeof(self->ns[d])))
+			TH_LOG("rig NVMe drive %d not found", d);
+		snprintf(self->queue[d], sizeof(self->queue[d]),
+			 "/sys/block/%s/queue", self->ns[d]);
+	}
+	ASSERT_EQ(0, nvme_pci_dev(self->ns[0], nvme_dev, sizeof(nvme_dev)));
+	ASSERT_EQ(0, p2pmem_find(nvme_dev, true, self->provider,
+				 sizeof(self->provider)))
+		TH_LOG("no provider reachable from %s", self->ns[0]);
+	ASSERT_EQ(0, nvme_pci_dev(self->ns[1], nvme_dev, sizeof(nvme_dev)));
+	ASSERT_TRUE(pci_share_switch(self->provider, nvme_dev))
+		TH_LOG("%s cannot reach %s", self->provider, self->ns[1]);
+
+	self->seed = getpid() ^ 0x6d6f64656cULL;
+	for (d = 0; d < 2; d++) {
+		char path[64];
+
+		snprintf(path, sizeof(path), "/dev/%s", self->ns[d]);
+		wfd = open(path, O_RDWR);
+		ASSERT_LE(0, wfd);
+		ASSERT_EQ(0, write_pattern(wfd, REGION, self->seed + d));
+		close(wfd);
+	}
+	ASSERT_EQ(0, drop_caches());
+	for (d = 0; d < 2; d++) {
+		char path[64];
+		char *ram = malloc(REGION);
+
+		snprintf(path, sizeof(path), "/dev/%s", self->ns[d]);
+		self->fd[d] = open(path, O_RDONLY);
+		ASSERT_LE(0, self->fd[d]);
+		ASSERT_NE(NULL, ram);
+		/* Cached: every read of the tests has a choice to make. */
+		ASSERT_EQ(REGION, pread(self->fd[d], ram, REGION, 0));
+		free(ram);
+		ASSERT_EQ(REGION / getpagesize(),
+			  resident_pages(self->fd[d], 0, REGION));
+	}
+	self->ref = malloc(RSZ);
+	ASSERT_NE(NULL, self->ref);
+	self->dev = p2pmem_map(self->provider, RSZ);
+	ASSERT_NE(NULL, self->dev);
+
+	ASSERT_EQ(0, router_knobs_save(&self->knobs));
+	ASSERT_EQ(0, sysfs_read(P2P_LEARN, self->learn, sizeof(self->learn)));
+	self->knobs_saved = true;
+	/* The documented defaults, and no P-readahead to take the reads. */
+	ASSERT_EQ(0, router_knobs_default(0));
+	ASSERT_EQ(0, model_reset(self));
+	TH_LOG("drives %s %s, provider %s, seed %llu", self->ns[0],
+	       self->ns[1], self->provider, (unsigned long long)self->seed);
+}
+
+FIXTURE_TEARDOWN(model)
+{
+	int d;
+
+	cgroup_leave(self);
+	if (self->knobs_saved) {
+		EXPECT_EQ(0, model_reset(self));
+		EXPECT_EQ(0, sysfs_write(P2P_LEARN, self->learn));
+		EXPECT_EQ(0, router_knobs_restore(&self->knobs));
+	}
+	if (self->dev)
+		munmap(self->dev, RSZ);
+	free(self->ref);
+	for (d = 0; d < 2; d++)
+		if (self->fd[d] >= 0)
+			close(self->fd[d]);
+}
+
+/*
+ * Read RSZ bytes at @off of drive @d into device memory and check them:
+ * 0 and what the router did in @dec, or -1.
+ */
+static int routed_read(struct __test_metadata *_metadata,
+		       FIXTURE_DATA(model) *self, int d, off_t off,
+		       struct dec *dec)
+{
+	long long p0 = router_stat("p2p_bytes");
+	long long c0 = router_stat("cache_bytes");
+	long diff;
+
+	if (pread(self->fd[d], self->dev, RSZ, off) != RSZ) {
+		TH_LOG("pread %s at %lld: %s", self->ns[d], (long long)off,
+		       strerror(errno));
+		return -1;
+	}
+	dec->p2p = router_stat("p2p_bytes") - p0;
+	dec->cache = router_stat("cache_bytes") - c0;
+	pattern_fill(self->ref, RSZ, off, self->seed + d);
+	diff = first_diff(self->dev, self->ref, RSZ);
+	if (diff >= 0) {
+		TH_LOG("%s at %lld: byte %ld differs", self->ns[d],
+		       (long long)off, diff);
+		return -1;
+	}
+	/* All of it one way: one island, copied or folded. */
+	if (dec->p2p + dec->cache != RSZ || (dec->p2p && dec->cache)) {
+		TH_LOG("%s at %lld: p2p %lld cache %lld", self->ns[d],
+		       (long long)off, dec->p2p, dec->cache);
+		return -1;
+	}
+	return 0;
+}
+
+/* Whether a routed read of drive @d at @off was done by DMA. */
+static int read_by_dma(struct __test_metadata *_metadata,
+		       FIXTURE_DATA(model) *self, int d, off_t off)
+{
+	struct dec dec;
+
+	if (routed_read(_metadata, self, d, off, &dec))
+		return -1;
+	return dec.p2p == RSZ;
+}
+
+TEST_F(model, files)
+{
+	char buf[256];
+	int d;
+
+	for (d = 0; d < 2; d++) {
+		ASSERT_EQ(0, qread(self, d, "p2p_learned_cost_ns", buf,
+				   sizeof(buf)));
+		/* The defaults at the four classes, 8 MiB extrapolated. */
+		EXPECT_STREQ("4096:80000 131072:120000 1048576:380000 8388608:2460000",
+			     buf);
+		ASSERT_EQ(0, qread(self, d, "p2p_cost_ns", buf, sizeof(buf)));
+		EXPECT_STREQ("4096:80000 131072:120000 1048576:380000 8388608:2460000",
+			     buf);
+	}
+	ASSERT_EQ(0, sysfs_write(P2P_LEARN, "0"));
+	ASSERT_EQ(0, qread(self, 0, "p2p_cost_ns", buf, sizeof(buf)));
+	EXPECT_STREQ(DEFAULT_COST_NS, buf);
+	ASSERT_EQ(0, qwrite(self, 0, "p2p_cost_ns", "4096:5 65536:7"));
+	ASSERT_EQ(0, qread(self, 0, "p2p_cost_ns", buf, sizeof(buf)));
+	EXPECT_STREQ("4096:5 65536:7", buf);
+	ASSERT_EQ(0, qwrite(self, 0, "p2p_learned_cost_ns",
+			    "4096:3000 8388608:9000"));
+	ASSERT_EQ(0, qread(self, 0, "p2p_learned_cost_ns", buf, sizeof(buf)));
+	EXPECT_STREQ("4096:3000 131072:3090 1048576:3747 8388608:9000", buf);
+	/* Drive 1 is another queue: untouched. */
+	ASSERT_EQ(0, qread(self, 1, "p2p_cost_ns", buf, sizeof(buf)));
+	EXPECT_STREQ(DEFAULT_COST_NS, buf);
+
+	EXPECT_EQ(4000, pread_knob(self, "copy_mbps"));
+	EXPECT_EQ(200, pread_knob(self, "copy_from_mbps"));
+	EXPECT_EQ(4000, pread_knob(self, "learned_copy_mbps"));
+	EXPECT_EQ(200, pread_knob(self, "learned_copy_from_mbps"));
+	ASSERT_EQ(0, pwrite_knob(self, "learned_copy_mbps", "1234"));
+	EXPECT_EQ(4000, pread_knob(self, "copy_mbps"));	/* learn=0 */
+	ASSERT_EQ(0, sysfs_write(P2P_LEARN, "1"));
+	EXPECT_EQ(1234, pread_knob(self, "copy_mbps"));
+	ASSERT_EQ(0, pwrite_knob(self, "copy_mbps", "0x10"));
+	EXPECT_EQ(16, pread_knob(self, "copy_mbps"));
+	EXPECT_EQ(1234, pread_knob(self, "learned_copy_mbps"));
+	ASSERT_EQ(0, pwrite_knob(self, "copy_mbps", "auto"));
+	EXPECT_EQ(1234, pread_knob(self, "copy_mbps"));
+	ASSERT_EQ(0, pwrite_knob(self, "learned_copy_mbps", "reset"));
+	EXPECT_EQ(4000, pread_knob(self, "copy_mbps"));
+}
+
+TEST_F(model, bad_values)
+{
+	static const char *const bad_model[] = {
+		"0", "-1", "\n", "4096", "4096:100", "4096:-5 8192:10",
+		"131072:10 4096:20", "4096:200 131072:100",
+		"4096:100 8192:99999999999999",
+		"4096:100 2147483648:200", "abc:def 1:2",
+		"4096:1 8192:2 12288:3 16384:4 20480:5 24576:6 28672:7 32768:8 36864:9",
+		"4096:1 8192:x", "18446744073709551616:1 2:3",
+	};
+	static const char *const bad_rate[] = {
+		"0", "-1", "1000001", "4294967296", "abc", "12abc", "\n",
+		"99999999999999999999999",
+	};
+	static const char *const rate_files[] = {
+		"copy_mbps", "copy_from_mbps", "learned_copy_mbps",
+		"learned_copy_from_mbps",
+	};
+	static const char *const queue_files[] = {
+		"p2p_cost_ns", "p2p_learned_cost_ns",
+	};
+	char before[256], after[256], path[PATH_MAX];
+	unsigned int i, f;
+
+	/* Values that differ from the defaults, to see a change. */
+	ASSERT_EQ(0, qwrite(self, 0, "p2p_cost_ns", "4096:11 8192:12"));
+	ASSERT_EQ(0, qwrite(self, 0, "p2p_learned_cost_ns", "4096:21 8192:22"));
+	for (f = 0; f < ARRAY_SIZE(queue_files); f++) {
+		ASSERT_EQ(0, qread(self, 0, queue_files[f], before,
+				   sizeof(before)));
+		for (i = 0; i <= ARRAY_SIZE(bad_model); i++) {
+			/* Each file's keyword is bad in the other. */
+			const char *v = i < ARRAY_SIZE(bad_model) ? bad_model[i] :
+					f ? "auto" : "reset";
+
+			EXPECT_EQ(-EINVAL, qwrite(self, 0, queue_files[f], v))
+				TH_LOG("%s: \"%s\" accepted", queue_files[f], v);
+			ASSERT_EQ(0, qread(self, 0, queue_files[f], after,
+					   sizeof(after)));
+			EXPECT_STREQ(before, after);
+		}
+	}
+	ASSERT_EQ(0, pwrite_knob(self, "copy_mbps", "111"));
+	ASSERT_EQ(0, pwrite_knob(self, "copy_from_mbps", "222"));
+	ASSERT_EQ(0, pwrite_knob(self, "learned_copy_mbps", "333"));
+	ASSERT_EQ(0, pwrite_knob(self, "learned_copy_from_mbps", "444"));
+	for (f = 0; f < ARRAY_SIZE(rate_files); f++) {
+		snprintf(path, sizeof(path), "%s/p2pmem/%s", self->provider,
+			 rate_files[f]);
+		ASSERT_EQ(0, sysfs_read(path, before, sizeof(before)));
+		for (i = 0; i <= ARRAY_SIZE(bad_rate); i++) {
+			const char *v = i < ARRAY_SIZE(bad_rate) ? bad_rate[i] :
+					f < 2 ? "reset" : "auto";
+
+			EXPECT_EQ(-EINVAL, sysfs_write(path, v))
+				TH_LOG("%s: \"%s\" accepted", rate_files[f], v);
+			ASSERT_EQ(0, sysfs_read(path, after, sizeof(after)));
+			EXPECT_STREQ(before, after);
+		}
+	}
+	ASSERT_EQ(0, sysfs_read(P2P_LEARN, before, sizeof(before)));
+	EXPECT_EQ(-EINVAL, sysfs_write(P2P_LEARN, "2"));
+	EXPECT_EQ(-EINVAL, sysfs_write(P2P_LEARN, "maybe"));
+	ASSERT_EQ(0, sysfs_read(P2P_LEARN, after, sizeof(after)));
+	EXPECT_STREQ(before, after);
+}
+
+TEST_F(model, override_wins)
+{
+	/* A copy of RSZ at 100 MB/s: about 10 ms. */
+	ASSERT_EQ(0, pwrite_knob(self, "copy_mbps", "100"));
+
+	ASSERT_EQ(0, qwrite(self, 0, "p2p_learned_cost_ns", DMA_FREE));
+	EXPECT_EQ(1, read_by_dma(_metadata, self, 0, 0));
+	/* The learned model says DMA; the override says copy. */
+	ASSERT_EQ(0, qwrite(self, 0, "p2p_cost_ns", DMA_SLOW));
+	EXPECT_EQ(0, read_by_dma(_metadata, self, 0, RSZ));
+	ASSERT_EQ(0, qwrite(self, 0, "p2p_cost_ns", "auto"));
+	EXPECT_EQ(1, read_by_dma(_metadata, self, 0, 2 * RSZ));
+
+	/* The provider's override against what it learned. */
+	ASSERT_EQ(0, pwrite_knob(self, "copy_mbps", "auto"));
+	ASSERT_EQ(0, qwrite(self, 0, "p2p_cost_ns", DEFAULT_COST_NS));
+	ASSERT_EQ(0, pwrite_knob(self, "learned_copy_mbps", "1"));
+	EXPECT_EQ(1, read_by_dma(_metadata, self, 0, 3 * RSZ));
+	ASSERT_EQ(0, pwrite_knob(self, "copy_mbps", "1000000"));
+	EXPECT_EQ(0, read_by_dma(_metadata, self, 0, 4 * RSZ));
+	ASSERT_EQ(0, pwrite_knob(self, "copy_mbps", "auto"));
+	/* That one copy moved the learned 1 MB/s a step: still far slower. */
+	EXPECT_EQ(1, read_by_dma(_metadata, self, 0, 5 * RSZ));
+}
+
+TEST_F(model, learn_off)
+{
+	ASSERT_EQ(0, pwrite_knob(self, "copy_mbps", "100"));
+	ASSERT_EQ(0, qwrite(self, 0, "p2p_learned_cost_ns", DMA_SLOW));
+	EXPECT_EQ(0, read_by_dma(_metadata, self, 0, 0));
+	/* The defaults: 1 MiB by DMA in 380 us, against 10 ms. */
+	ASSERT_EQ(0, sysfs_write(P2P_LEARN, "0"));
+	EXPECT_EQ(1, read_by_dma(_metadata, self, 0, RSZ));
+	ASSERT_EQ(0, sysfs_write(P2P_LEARN, "1"));
+	EXPECT_EQ(0, read_by_dma(_metadata, self, 0, 2 * RSZ));
+}
+
+TEST_F(model, learns_copy_rates)
+{
+	long long before, after, p0, w0;
+	int i, wfd;
+	char path[64];
+
+	/* Copies into device memory: every read is copied. */
+	ASSERT_EQ(0, qwrite(self, 0, "p2p_cost_ns", DMA_SLOW));
+	ASSERT_EQ(0, pwrite_knob(self, "learned_copy_mbps", "1000000"));
+	for (i = 0; i < CONVERGE; i++)
+		ASSERT_EQ(0, read_by_dma(_metadata, self, 0,
+					 (off_t)(i % (REGION / RSZ)) * RSZ));
+	after = pread_knob(self, "learned_copy_mbps");
+	TH_LOG("learned_copy_mbps 1000000 -> %lld in %d copies", after, i);
+	EXPECT_GT(1000000 / 8, after);
+
+	ASSERT_EQ(0, pwrite_knob(self, "learned_copy_mbps", "1"));
+	for (i = 0; i < CONVERGE; i++)
+		ASSERT_EQ(0, read_by_dma(_metadata, self, 0,
+					 (off_t)(i % (REGION / RSZ)) * RSZ));
+	after = pread_knob(self, "learned_copy_mbps");
+	TH_LOG("learned_copy_mbps 1 -> %lld in %d copies", after, i);
+	EXPECT_LT(8, after);
+
+	/*
+	 * Copies out of device memory: a routed write over dirty folios
+	 * updates them in place, through the page cache, as a buffered write
+	 * would.  The override keeps the router taking the writes.
+	 */
+	ASSERT_EQ(0, qwrite(self, 0, "p2p_cost_ns", "auto"));
+	ASSERT_EQ(0, pwrite_knob(self, "copy_from_mbps", "1"));
+	ASSERT_EQ(0, pwrite_knob(self, "learned_copy_from_mbps", "1000000"));
+	before = pread_knob(self, "learned_copy_from_mbps");
+	snprintf(path, sizeof(path), "/dev/%s", self->ns[0]);
+	wfd = open(path, O_RDWR);
+	ASSERT_LE(0, wfd);
+	p0 = router_stat("cache_write_bytes");
+	w0 = router_stat("routed_writes");
+	for (i = 0; i < CONVERGE; i++) {
+		off_t off = (off_t)(i % (REGION / RSZ)) * RSZ;
+
+		pattern_fill(self->ref, RSZ, off, self->seed);
+		/* Dirty in the page cache: the next write must update it. */
+		ASSERT_EQ(RSZ, pwrite(wfd, self->ref, RSZ, off));
+		memcpy(self->dev, self->ref, RSZ);
+		ASSERT_EQ(RSZ, pwrite(wfd, self->dev, RSZ, off));
+	}
+	ASSERT_EQ(0, fsync(wfd));
+	close(wfd);
+	EXPECT_EQ(CONVERGE, router_stat("routed_writes") - w0);
+	EXPECT_EQ((long long)CONVERGE * RSZ,
+		  router_stat("cache_write_bytes") - p0);
+	after = pread_knob(self, "learned_copy_from_mbps");
+	TH_LOG("learned_copy_from_mbps %lld -> %lld in %d writes", before,
+	       after, i);
+	EXPECT_GT(before / 8, after);
+}
+
+/* Into a new cgroup with the io controller, for io.max. */
+static int cgroup_enter(FIXTURE_DATA(model) *self)
+{
+	char line[64];
+
+	if (access(CGROOT "/cgroup.subtree_control", F_OK)) {
+		mkdir(CGROOT, 0755);
+		if (mount("cgroup2", CGROOT, "cgroup2", 0, NULL))
+			return -errno;
+	}
+	if (sysfs_write(CGROOT "/cgroup.subtree_control", "+io"))
+		return -EIO;
+	if (mkdir(CG, 0755) && errno != EEXIST)
+		return -errno;
+	snprintf(line, sizeof(line), "%d", getpid());
+	if (sysfs_write(CG "/cgroup.procs", line))
+		return -EIO;
+	self->in_cgroup = true;
+	return 0;
+}
+
+static int throttle(FIXTURE_DATA(model) *self, int d, const char *rbps)
+{
+	char path[64], line[96];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "/dev/%s", self->ns[d]);
+	if (stat(path, &st))
+		return -errno;
+	snprintf(line, sizeof(line), "%u:%u rbps=%s", major(st.st_rdev),
+		 minor(st.st_rdev), rbps);
+	return sysfs_write(CG "/io.max", line);
+}
+
+/*
+ * Two drives, the same provider, the same cached bytes: the decision
+ * follows each drive's own speed.  Copies run at 200 MB/s by override, so
+ * 1 MiB costs 5 ms to copy; QEMU's DMA takes well under that, until io.max
+ * holds drive 0 at 4 MiB/s (250 ms for 1 MiB, less the budget io.max
+ * gathers while the test checks bytes and reads the other drive).
+ */
+TEST_F(model, throttled_drive)
+{
+	int i, d, dma, first_copy = -1;
+	long long before[2];
+
+	ASSERT_EQ(0, cgroup_enter(self))
+		TH_LOG("cannot use cgroup v2 io.max");
+	ASSERT_EQ(0, pwrite_knob(self, "copy_mbps", "200"));
+
+	for (i = 0; i < CONVERGE; i++)
+		for (d = 0; d < 2; d++)
+			ASSERT_EQ(1, read_by_dma(_metadata, self, d,
+					(off_t)(i % (REGION / RSZ)) * RSZ))
+				TH_LOG("warm-up read %d of %s copied", i,
+				       self->ns[d]);
+	for (d = 0; d < 2; d++) {
+		before[d] = learned_ns(self, d, RSZ);
+		TH_LOG("%s learned 1 MiB: %lld ns", self->ns[d], before[d]);
+		EXPECT_GT(5000000, before[d]);
+	}
+
+	ASSERT_EQ(0, throttle(self, 0, "4194304"));
+	for (i = 0; i < 2 * CONVERGE; i++) {
+		off_t off = (off_t)(i % (REGION / RSZ)) * RSZ;
+
+		dma = read_by_dma(_metadata, self, 0, off);
+		ASSERT_LE(0, dma);
+		if (!dma && first_copy < 0)
+			first_copy = i;
+		/* Once copied, no DMA teaches it otherwise. */
+		if (first_copy >= 0)
+			EXPECT_EQ(0, dma) TH_LOG("read %d of the slow drive by DMA", i);
+		EXPECT_EQ(1, read_by_dma(_metadata, self, 1, off))
+			TH_LOG("read %d of the fast drive copied", i);
+	}
+	TH_LOG("slow drive: first copy at read %d; learned 1 MiB %lld -> %lld ns; fast drive %lld -> %lld ns",
+	       first_copy, before[0], learned_ns(self, 0, RSZ), before[1],
+	       learned_ns(self, 1, RSZ));
+	ASSERT_LE(0, first_copy) TH_LOG("the throttled drive was never copied");
+	EXPECT_GE(CONVERGE, first_copy);
+	EXPECT_LT(5000000, learned_ns(self, 0, RSZ));
+	EXPECT_GT(5000000, learned_ns(self, 1, RSZ));
+}
+
+TEST_HARNESS_MAIN

@@ -1,8 +1,9 @@
 #!/bin/sh
 # SPDX-License-Identifier: GPL-2.0
 #
-# spin-calibrate: measure this machine's drive and copy speeds and set
-# the P2P router's cost model from them.  Runs in the guest (it is
+# spin-calibrate: measure this machine's drive and copy speeds, set the
+# P2P router's default cost model from them, and print what the router
+# learned beside them.  Runs in the guest (it is
 # /usr/bin/spin-calibrate in the rig's initramfs; 'make calibrate' boots
 # the rig and runs it).
 set -u
@@ -37,17 +38,42 @@ the two copy speeds are printed, and written to
 unless --dry-run is given.  Takes about 13 * secs * reps seconds plus a
 few seconds for the copies.  Defaults: --secs 2 --reps 2.
 
+Users need not run it: the router learns the DMA cost of each request
+queue and the copy rates of each provider from its own I/O, and plans
+with those (/sys/kernel/mm/p2p_router/learn).  The values written here
+are the defaults, which the router starts learning from and plans with
+only when learn is 0.  spin-calibrate checks what was learned: it
+prints the queue's p2p_learned_cost_ns and the provider's learned copy
+rates after its own.
+
 Prints "# spin-calibrate: DMA time of one read into device memory,
 fitted", spin-fit's table ("#" lines: bytes, measured_ns, fitted_ns,
 error), then "p2p_cost_ns: BYTES:NS ...", "copy_mbps: N",
 "copy_from_mbps: N" (not for a block device), "ra_mbps: N" (if
 P-readahead was measured) and, unless --dry-run, "# spin-calibrate:
-written to /sys/kernel/mm/p2p_router".
+written to /sys/kernel/mm/p2p_router"; then "learned p2p_cost_ns: ...",
+"learned copy_mbps: N" and "learned copy_from_mbps: N".
 USAGE
 }
 
 R=/sys/kernel/mm/p2p_router
 secs=2 reps=2 dry=0
+
+# What the router learned of FILE's queue and of the provider.
+learned() {
+	if [ -b "$file" ]; then
+		mm=$((0x$(stat -c %t "$file"))):$((0x$(stat -c %T "$file")))
+	else
+		d=$(stat -c %d "$file")
+		mm=$(((d >> 8) & 0xfff)):$(((d & 0xff) | ((d >> 12) & 0xfff00)))
+	fi
+	q=/sys/dev/block/$mm
+	[ -e "$q/queue" ] || q=$q/..	# a partition: its disk's queue
+	echo "learned p2p_cost_ns: $(cat "$q/queue/p2p_learned_cost_ns" 2>/dev/null)"
+	echo "learned copy_mbps: $(cat "$provider/p2pmem/learned_copy_mbps" 2>/dev/null)"
+	echo "learned copy_from_mbps: $(cat "$provider/p2pmem/learned_copy_from_mbps" 2>/dev/null)"
+}
+
 while [ $# -gt 0 ]; do
 	case "$1" in
 	-h|--help) usage; exit 0 ;;
@@ -140,7 +166,7 @@ echo "copy_mbps: $copy"
 [ -n "$ra" ] && echo "ra_mbps: $ra"
 rm -f "$samples" "$samples.fit"
 
-[ $dry = 1 ] && exit 0
+[ $dry = 1 ] && { learned; exit 0; }
 echo "$model" >$R/p2p_cost_ns &&
 	{ [ "$copy" -gt 0 ] && echo "$copy" >$R/copy_mbps; } &&
 	{ [ -z "$copy_from" ] || [ "$copy_from" -le 0 ] ||
@@ -148,3 +174,4 @@ echo "$model" >$R/p2p_cost_ns &&
 	{ [ -z "$ra" ] || [ "$ra" -le 0 ] || echo "$ra" >$R/ra_mbps; } ||
 	{ echo "spin-calibrate: could not write the model" >&2; exit 1; }
 echo "# spin-calibrate: written to $R"
+learned

@@ -23,6 +23,8 @@
  *                and learn=0 plans with the defaults;
  *  - learns_copy_rates: copies into and out of device memory move the
  *                provider's learned rates from a seed far off;
+ *  - unlearned_classes_scale: size classes a drive's DMAs have not taught
+ *                scale with the nearest one they have;
  *  - throttled_drive: two drives under the switch, one throttled with
  *                cgroup v2 io.max in the middle of the run.  The router
  *                keeps reading the other's cached ranges by DMA and, within
@@ -521,6 +523,53 @@ TEST_F_TIMEOUT(model, learns_copy_rates, 120)
 }
 
 /* Into a new cgroup with the io controller, for io.max. */
+/*
+ * A size class that has learned nothing takes the default scaled as the
+ * nearest class that has learned differs from the default: 1 MiB DMAs
+ * teach the 1 MiB class, and the 4 KiB, 128 KiB and 8 MiB classes move
+ * with it.
+ */
+TEST_F_TIMEOUT(model, unlearned_classes_scale, 120)
+{
+	static const long long sizes[4] = { 4096, 131072, 1048576, 8388608 };
+	long long def[4], got[4], want;
+	int i;
+
+	/*
+	 * A default ten times the built-in one, far slower than the rig's
+	 * drives, so that the 1 MiB class must learn; copies slower still,
+	 * so that every read is a DMA.
+	 */
+	ASSERT_EQ(0, sysfs_write(P2P_COST_NS,
+				 "4096:800000 131072:1200000 1048576:3800000"));
+	ASSERT_EQ(0, pwrite_knob(self, "copy_mbps", "100"));
+	for (i = 0; i < 4; i++) {
+		def[i] = learned_ns(self, 0, sizes[i]);
+		ASSERT_LT(0, def[i]);
+	}
+	for (i = 0; i < CONVERGE; i++) {
+		ASSERT_EQ(1, read_by_dma(_metadata, self, 0, (off_t)i * RSZ)) {
+			TH_LOG("read %d copied", i);
+		}
+	}
+	for (i = 0; i < 4; i++)
+		got[i] = learned_ns(self, 0, sizes[i]);
+	TH_LOG("default %lld %lld %lld %lld, learned %lld %lld %lld %lld ns",
+	       def[0], def[1], def[2], def[3], got[0], got[1], got[2],
+	       got[3]);
+	/* The premise: the 1 MiB class learned a faster drive. */
+	ASSERT_GT(def[2] * 7 / 8, got[2]);
+	for (i = 0; i < 4; i++) {
+		if (i == 2)
+			continue;
+		want = def[i] * got[2] / def[2];
+		EXPECT_GE(want / 100 + 1, llabs(got[i] - want)) {
+			TH_LOG("%lld bytes: %lld ns, scaled default %lld",
+			       sizes[i], got[i], want);
+		}
+	}
+}
+
 static int cgroup_enter(FIXTURE_DATA(model) *self)
 {
 	char line[64];

@@ -1414,47 +1414,69 @@ static long long added_orders(struct __test_metadata *_metadata,
 	return max_order;
 }
 
+/* The largest order the partition takes at @cap_kb: 1/32 of it. */
+static long long cap_order(long long cap_kb)
+{
+	long long pages = cap_kb * KiB / PAGE / 32, order = 0;
+
+	while (pages >>= 1)
+		order++;
+	return order;
+}
+
 /*
  * P-readahead reads ahead into folios of the orders the page cache uses
  * for the same reads with the router off: large ones where the file
  * system supports them (XFS), growing with the window, and order 0 where
- * it does not (ext4 on 6.12).  The partition accounts them in pages.
+ * it does not (ext4 on 6.12); but none larger than 1/32 of the partition.
+ * The partition accounts them in pages.
  */
 TEST_F_TIMEOUT(readahead, folio_orders, 300)
 {
+	static const long long caps_kb[] = { DEFAULT_RA_KB, 1024 };
 	const long long len = 4 * MiB;
 	long long ra_max, pc_max, ra_folios, ra_pages, pc_folios, pc_pages;
+	long long want;
 	struct ra_stats before, d;
+	unsigned int i;
 
 	if (access(TRACEFS "/trace", F_OK)) {
 		ASSERT_EQ(0, mount("tracefs", TRACEFS, "tracefs", 0, NULL))
 			TH_LOG("no tracefs at " TRACEFS ": %s", strerror(errno));
 	}
 	ASSERT_EQ(0, access(ADD_EVENT_DIR "/enable", F_OK));
-	ASSERT_EQ(0, set_ra_kb(DEFAULT_RA_KB));
-
-	stats_read(&before);
-	ra_max = added_orders(_metadata, self, len, &ra_folios, &ra_pages);
-	stats_delta(&before, &d);
-	stats_log(_metadata, "4 MiB in 16 KiB reads, P-readahead", &d);
-	ASSERT_LE(0, ra_max);
 
 	ASSERT_EQ(0, sysfs_write(P2P_ENABLED, "0"));
 	pc_max = added_orders(_metadata, self, len, &pc_folios, &pc_pages);
 	ASSERT_EQ(0, sysfs_write(P2P_ENABLED, "1"));
 	ASSERT_LE(0, pc_max);
-
-	TH_LOG("P-readahead: %lld folios, %lld pages, largest order %lld; page cache: %lld folios, %lld pages, largest order %lld",
-	       ra_folios, ra_pages, ra_max, pc_folios, pc_pages, pc_max);
-	EXPECT_LE(len / REQ * 9 / 10, d.ra_reads);
-	/* Every page read-ahead added went into the partition. */
-	EXPECT_EQ(ra_pages, d.ra_pages);
-	EXPECT_EQ(pc_max, ra_max);
+	TH_LOG("page cache: %lld folios, %lld pages, largest order %lld",
+	       pc_folios, pc_pages, pc_max);
 	if (!strcmp(variant->fs, "xfs")) {
-		EXPECT_LT(0, ra_max);
+		/* The premise: 1 MiB's order cap is below the page cache's. */
+		ASSERT_LT(cap_order(1024), pc_max);
 	} else {
-		EXPECT_EQ(0, ra_max);
+		EXPECT_EQ(0, pc_max);
 	}
+
+	for (i = 0; i < ARRAY_SIZE(caps_kb); i++) {
+		ASSERT_EQ(0, set_ra_kb(caps_kb[i]));
+		stats_read(&before);
+		ra_max = added_orders(_metadata, self, len, &ra_folios,
+				      &ra_pages);
+		stats_delta(&before, &d);
+		stats_log(_metadata, "4 MiB in 16 KiB reads, P-readahead", &d);
+		ASSERT_LE(0, ra_max);
+		want = pc_max < cap_order(caps_kb[i]) ? pc_max :
+			cap_order(caps_kb[i]);
+		TH_LOG("partition of %lld KiB: %lld folios, %lld pages, largest order %lld, expected %lld",
+		       caps_kb[i], ra_folios, ra_pages, ra_max, want);
+		EXPECT_LE(len / REQ * 9 / 10, d.ra_reads);
+		/* Every page read-ahead added went into the partition. */
+		EXPECT_EQ(ra_pages, d.ra_pages);
+		EXPECT_EQ(want, ra_max);
+	}
+	ASSERT_EQ(0, set_ra_kb(DEFAULT_RA_KB));
 }
 
 #ifndef MADV_COLLAPSE

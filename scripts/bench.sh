@@ -76,7 +76,9 @@ mkdir -p "$out"
 boot() {	# name, then rig.sh arguments
 	local name=$1
 	shift
-	"$top/scripts/rig.sh" --mode bench --timeout 2400 --quiet "$@"
+	# A boot that runs out of time still leaves its console: keep it.
+	"$top/scripts/rig.sh" --mode bench --timeout 3600 --quiet "$@" ||
+		echo "bench: the $name boot ended with status $?" >&2
 	tr -d '\r' <"$top/build/run/bench/console.log" >"$out/console-$name.log"
 }
 

@@ -11,7 +11,7 @@ S := scripts
 .PHONY: help deps tree export config kernel selftests initramfs image \
 	demo test test-debug kernel-debug kernel-base bench bench-report calibrate \
 	bench-stack bench-readahead bench-limit shell \
-	checkpatch bisect-check sparse-check clean distclean
+	checkpatch bisect-check sparse-check rfc clean distclean
 
 help:
 	@echo 'SPIN: P2P DMA from NVMe into device memory on plain pread.'
@@ -35,6 +35,8 @@ help:
 	@echo '  make kernel      configure (configs/spin.config) and build bzImage'
 	@echo '  make checkpatch  checkpatch.pl --strict on every patch'
 	@echo '  make bisect-check  build (and W=1 the touched files) at every patch'
+	@echo '  make rfc         the series as an RFC posting in build/rfc/ (format-patch,'
+	@echo '                   cover letter, To:/Cc: from get_maintainer.pl); sends nothing'
 	@echo '  make sparse-check  sparse + W=1 on the touched files: nothing new'
 	@echo '                   against the unpatched kernel'
 	@echo '  make clean       remove build products but keep build/linux'
@@ -109,6 +111,9 @@ checkpatch: tree
 
 bisect-check: config
 	@$(S)/bisect-check.sh
+
+rfc: tree
+	@$(S)/rfc.sh
 
 sparse-check: kernel
 	@$(S)/sparse-check.sh

@@ -25,9 +25,10 @@ the spin suite and writes TAP to the second serial port.  Then:
   --judge DIR  boot nothing: judge the tap.log and console.log of an
                earlier run in DIR (after editing the allow-list, say)
 A guest that dies of a stale int3 (the first Oops is "Oops: int3" at a
-site that no longer holds one: a TCG hazard of text patching, see the
-comment at stale_int3) is booted once more and the suite run again; its
-console is kept in build/run/test/console-stale-int3.log.
+site that no longer holds one and where vmlinux holds none: a TCG
+hazard of text patching, see the comment at stale_int3) is booted once
+more and the suite run again; its console is kept in
+build/run/console-stale-int3.log.
 Logs stay in build/run/test/ (console.log, tap.log, summary).
 SPIN_DEBUG=1 runs the debug kernel; logs in build/run/test-debug/.
 USAGE
@@ -47,20 +48,59 @@ while [ $# -gt 0 ]; do
 done
 [ -f "$top/$allow" ] || { echo "run-tests: $allow missing" >&2; exit 1; }
 
-# Did the guest die of a stale int3: the first Oops an "Oops: int3"
-# whose trap site no longer holds one (the byte before the RIP in the
-# Code: line is not cc)?  Text patching (static keys, ftrace) puts an
-# int3 on a site, then the new instruction; under TCG a vCPU can still
-# execute the int3 after the patch is done, which no real CPU does.
-# Only then is the suite run once more, from a fresh boot.
-stale_int3() {
-	local first code prev
+# The first Oops in console $1: from its "Oops" line to the end of its
+# trace, other CPUs' lines included.
+first_oops() {
+	awk '{ sub(/\r$/, "") } !n && /Oops/ { n = 1 } n { print } n && /---\[ end trace|Kernel panic/ { exit }' "$1"
+}
 
-	first=$(grep -m1 -E 'Oops' "$1") || return 1
-	case "$first" in *"Oops: int3"*) ;; *) return 1 ;; esac
-	code=$(grep -A8 -m1 'Oops: int3' "$1" | grep -m1 'Code:') || return 1
+# The byte that vmlinux holds just before the RIP of RIP line $1
+# ("RIP: 0010:SYM+OFF/SIZE"), as two hex digits; nothing if SYM is not
+# one function of vmlinux holding OFF (a module's RIP ends in "[mod]").
+image_byte() {
+	local rip=${1#*RIP: 0010:} sym off size addr a z n=0
+	local vmlinux=${SPIN_OBJ:-$top/build/obj$([ "${SPIN_DEBUG:-0}" = 1 ] && echo -debug || true)}/vmlinux
+
+	case "$rip" in *"]"*) return 0 ;; esac
+	rip=${rip%% *} sym=${rip%%+*} off=${rip#*+}
+	size=${off#*/} off=${off%/*}
+	[ -r "$vmlinux" ] && [[ $off == 0x* && $size == 0x* ]] || return 0
+	# kallsyms sizes a symbol up to the next one, padding included;
+	# nm sizes it by its code, or not at all.
+	while read -r a z; do
+		[ $((16#$z)) -le $((size)) ] || continue
+		[ $((16#$z)) = 0 ] || [ $((off - 1)) -lt $((16#$z)) ] || continue
+		addr=$a n=$((n + 1))
+	done < <(nm -S "$vmlinux" |
+		awk -v s="$sym" '$NF == s && $(NF - 1) ~ /^[tT]$/ { print $1, NF == 4 ? $2 : 0 }')
+	[ "$n" = 1 ] || return 0
+	a=$(printf '%x' $((16#$addr + off - 1)))
+	objdump -s --start-address=0x"$a" --stop-address=0x"$(printf '%x' $((16#$a + 1)))" \
+		"$vmlinux" | awk -v a="$a" '$1 == a { print substr($2, 1, 2) }'
+}
+
+# Did the guest die of a stale int3: the first Oops an "Oops: int3"
+# whose trap site no longer holds one (in its Code: line, the byte
+# before the RIP is not cc) and that vmlinux does not hold as an int3
+# either?  Text patching (static keys, tracepoints, ftrace) puts an
+# int3 on a site, then the new instruction; under TCG a vCPU can still
+# execute the int3 after the patch is done, which no real CPU does.  A
+# site still in the middle of a patch would have been emulated by
+# poke_int3_handler(), so a stale int3 always shows the finished
+# instruction.  Only then is the suite run once more, from a fresh
+# boot.  Prints why, either way.
+stale_int3() {
+	local oops rip code byte prev
+
+	oops=$(first_oops "$1")
+	case "$(head -n 1 <<<"$oops")" in *"Oops: int3"*) ;; *) return 1 ;; esac
+	rip=$(grep -m1 'RIP: 0010:' <<<"$oops" || true)
+	code=$(grep -m1 'Code:' <<<"$oops" || true)
 	prev=$(echo "$code" | sed -n 's/.* \([0-9a-f][0-9a-f]\) <[0-9a-f][0-9a-f]>.*/\1/p')
-	[ -n "$prev" ] && [ "$prev" != cc ]
+	byte=$([ -z "$rip" ] || image_byte "$rip")
+	echo "run-tests: first Oops is an int3 at ${rip#*RIP: 0010:}; the Code: line holds" \
+		"${prev:-nothing} before the RIP, vmlinux ${byte:-cannot say}" >&2
+	[ -n "$prev" ] && [ "$prev" != cc ] && [ "$byte" != cc ]
 }
 
 if [ -n "$judge" ]; then
@@ -73,9 +113,11 @@ else
 		rc=$?
 		set -e
 		[ $attempt = 1 ] && stale_int3 "$run/console.log" || break
-		cp "$run/console.log" "$run/console-stale-int3.log"
+		# Not in $run, which the next boot empties.
+		kept=${run%/*}/console-stale-int3${run##*/test}.log
+		cp "$run/console.log" "$kept"
 		echo "run-tests: the guest died of a stale int3 (a TCG hazard, kept in" \
-			"${run#"$top"/}/console-stale-int3.log); running the suite once more" >&2
+			"${kept#"$top"/}); running the suite once more" >&2
 	done
 fi
 tap=$run/tap.log console=$run/console.log
@@ -171,6 +213,7 @@ fi
 if grep -nE 'Kernel panic|BUG:|WARNING:|Oops|KASAN|KFENCE|UBSAN|possible circular locking|possible recursive locking|inconsistent lock state|suspicious RCU usage|possible irq lock inversion|INFO: task .* blocked for more than' \
 	"$console" | grep -v 'spin-rig:' | head -n 20 | sed 's/^/run-tests: console: /' | grep .; then
 	echo "run-tests: the kernel reported a problem (see ${run#"$top"/}/console.log)"; bad=1
+	first_oops "$console" | grep -m3 -E 'Oops|RIP: |Code: ' | sed 's/^/run-tests: first Oops: /' || true
 fi
 taint=$(sed -n 's/^# spin-rig: tainted=//p' "$tap.clean")
 if [ -n "$taint" ] && [ "$taint" != 0 ]; then

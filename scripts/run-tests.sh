@@ -28,7 +28,7 @@ A guest that dies of a stale int3 (the first Oops is "Oops: int3" at a
 site that no longer holds one and where vmlinux holds none: a TCG
 hazard of text patching, see the comment at stale_int3) is booted once
 more and the suite run again; its console is kept in
-build/run/console-stale-int3.log.
+build/run/console-stale-int3.log (-debug.log with SPIN_DEBUG=1).
 Logs stay in build/run/test/ (console.log, tap.log, summary).
 SPIN_DEBUG=1 runs the debug kernel; logs in build/run/test-debug/.
 USAGE
@@ -49,9 +49,14 @@ done
 [ -f "$top/$allow" ] || { echo "run-tests: $allow missing" >&2; exit 1; }
 
 # The first Oops in console $1: from its "Oops" line to the end of its
-# trace, other CPUs' lines included.
+# trace, other CPUs' lines included (so not before its Code: line: an
+# end marker before that is another CPU's).
 first_oops() {
-	awk '{ sub(/\r$/, "") } !n && /Oops/ { n = 1 } n { print } n && /---\[ end trace|Kernel panic/ { exit }' "$1"
+	awk '{ sub(/\r$/, "") }
+	     !n && /Oops/ { n = 1 }
+	     n { print }
+	     n && /Code: / { c = 1 }
+	     c && /---\[ end trace|Kernel panic/ { exit }' "$1"
 }
 
 # The byte that vmlinux holds just before the RIP of RIP line $1
@@ -90,7 +95,7 @@ image_byte() {
 # instruction.  Only then is the suite run once more, from a fresh
 # boot.  Prints why, either way.
 stale_int3() {
-	local oops rip code byte prev
+	local oops rip code byte prev verdict rc
 
 	oops=$(first_oops "$1")
 	case "$(head -n 1 <<<"$oops")" in *"Oops: int3"*) ;; *) return 1 ;; esac
@@ -98,15 +103,23 @@ stale_int3() {
 	code=$(grep -m1 'Code:' <<<"$oops" || true)
 	prev=$(echo "$code" | sed -n 's/.* \([0-9a-f][0-9a-f]\) <[0-9a-f][0-9a-f]>.*/\1/p')
 	byte=$([ -z "$rip" ] || image_byte "$rip")
-	echo "run-tests: first Oops is an int3 at ${rip#*RIP: 0010:}; the Code: line holds" \
-		"${prev:-nothing} before the RIP, vmlinux ${byte:-cannot say}" >&2
-	[ -n "$prev" ] && [ "$prev" != cc ] && [ "$byte" != cc ]
+	rip=${rip#*RIP: 0010:}
+	if [ -n "$prev" ] && [ "$prev" != cc ] && [ "$byte" != cc ]; then
+		verdict=stale rc=0
+	else
+		verdict="not stale" rc=1
+	fi
+	echo "run-tests: first Oops is an int3 at ${rip:-an unknown RIP}; the Code: line" \
+		"holds ${prev:-nothing} before the RIP, vmlinux ${byte:-cannot say}: $verdict" >&2
+	return $rc
 }
 
 if [ -n "$judge" ]; then
 	run=$(cd "$judge" && pwd) rc=0
 else
 	run=$top/build/run/test$([ "${SPIN_DEBUG:-0}" = 1 ] && echo -debug || true)
+	kept=${run%/*}/console-stale-int3${run##*/test}.log
+	rm -f "$kept"
 	for attempt in 1 2; do
 		set +e
 		"$top/scripts/rig.sh" --mode test --timeout "$timeout" --quiet "${rig[@]}"
@@ -114,7 +127,6 @@ else
 		set -e
 		[ $attempt = 1 ] && stale_int3 "$run/console.log" || break
 		# Not in $run, which the next boot empties.
-		kept=${run%/*}/console-stale-int3${run##*/test}.log
 		cp "$run/console.log" "$kept"
 		echo "run-tests: the guest died of a stale int3 (a TCG hazard, kept in" \
 			"${kept#"$top"/}); running the suite once more" >&2
@@ -210,8 +222,12 @@ if [ "$rc" = 124 ]; then
 elif ! grep -q '^# spin-rig: done' "$tap.clean"; then
 	echo "run-tests: the guest stopped before the tests finished (rc $rc)"; bad=1
 fi
-if grep -nE 'Kernel panic|BUG:|WARNING:|Oops|KASAN|KFENCE|UBSAN|possible circular locking|possible recursive locking|inconsistent lock state|suspicious RCU usage|possible irq lock inversion|INFO: task .* blocked for more than' \
-	"$console" | grep -v 'spin-rig:' | head -n 20 | sed 's/^/run-tests: console: /' | grep .; then
+# Collected first: with pipefail, "grep | head" fails when head stops
+# reading early, and so would hide a console with many reports.
+hits=$(grep -nE 'Kernel panic|BUG:|WARNING:|Oops|KASAN|KFENCE|UBSAN|possible circular locking|possible recursive locking|inconsistent lock state|suspicious RCU usage|possible irq lock inversion|INFO: task .* blocked for more than' \
+	"$console" | grep -v 'spin-rig:' || true)
+if [ -n "$hits" ]; then
+	head -n 20 <<<"$hits" | sed 's/^/run-tests: console: /'
 	echo "run-tests: the kernel reported a problem (see ${run#"$top"/}/console.log)"; bad=1
 	first_oops "$console" | grep -m3 -E 'Oops|RIP: |Code: ' | sed 's/^/run-tests: first Oops: /' || true
 fi

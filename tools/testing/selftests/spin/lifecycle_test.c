@@ -10,9 +10,11 @@
  *    outstanding reads complete or fail, later access to the mapping
  *    gets SIGBUS, and the provider comes back whole after a rebind or a
  *    rescan;
- *  - the provider's driver unbound while an io_uring has its memory
- *    registered: the unbind waits until the ring lets go, fixed reads
- *    meanwhile are right, and the provider comes back whole;
+ *  - the provider unbound or removed while an io_uring has its memory
+ *    registered and reads into it: the provider goes as soon as the
+ *    reads in flight are done, whatever the ring holds; later fixed I/O
+ *    on the buffer fails with EFAULT and touches no device memory, and
+ *    the ring's RAM buffers still work;
  *  - P-readahead and routed writes inside a memory cgroup whose
  *    memory.max is a fraction of the data: correct bytes and no OOM kill.
  *
@@ -612,53 +614,61 @@ TEST_F_TIMEOUT(lifecycle, remove_during_read, 300)
 	provider_goes_away(_metadata, self, true);
 }
 
-TEST_HARNESS_MAIN
-
-/*
- * One READ_FIXED of READ_LEN at @off into the registered buffer @buf,
- * then a WRITE_FIXED of it into @scratch, read back into RAM: the
- * buffer's bytes, which its zapped mapping no longer shows.
- */
-static void fixed_read_check(struct __test_metadata *_metadata,
-			     FIXTURE_DATA(lifecycle) *self,
-			     struct io_uring *ring, void *buf, int scratch,
-			     off_t off)
+/* One fixed read or write of the registered buffer @idx: its result. */
+static int fixed_rw(struct io_uring *ring, bool write, int fd, void *buf,
+		    size_t len, off_t off, int idx)
 {
 	struct io_uring_cqe *cqe;
 	struct io_uring_sqe *sqe;
-	unsigned char *ram;
-	int step;
+	int res;
 
-	ram = malloc(READ_LEN);
-	ASSERT_NE(NULL, ram);
+	sqe = io_uring_get_sqe(ring);
+	if (!sqe)
+		return -EBUSY;
+	if (write)
+		io_uring_prep_write_fixed(sqe, fd, buf, len, off, idx);
+	else
+		io_uring_prep_read_fixed(sqe, fd, buf, len, off, idx);
+	if (io_uring_submit(ring) != 1 || io_uring_wait_cqe(ring, &cqe))
+		return -EIO;
+	res = cqe->res;
+	io_uring_cqe_seen(ring, cqe);
+	return res;
+}
+
+/*
+ * A READ_FIXED of READ_LEN at @off into the registered device buffer
+ * @buf (index 0), then a WRITE_FIXED of it into @scratch at @off, read
+ * back into RAM.  The device memory's bytes are read by a DMA or a copy
+ * of the kernel's, never through the process's mapping, which may be gone.
+ * Returns 0 when both completed and the bytes are right, the first
+ * negative result when one failed, 1 on wrong bytes.
+ */
+static int fixed_read_via(FIXTURE_DATA(lifecycle) *self,
+			  struct io_uring *ring, void *buf, int scratch,
+			  off_t off, unsigned char *ram, bool *inflight)
+{
+	bool none;
+	int res;
+
+	if (!inflight)
+		inflight = &none;
 	posix_fadvise(self->fd, off, READ_LEN, POSIX_FADV_DONTNEED);
-	for (step = 0; step < 2; step++) {
-		sqe = io_uring_get_sqe(ring);
-		ASSERT_NE(NULL, sqe);
-		if (!step)
-			io_uring_prep_read_fixed(sqe, self->fd, buf, READ_LEN,
-						 off, 0);
-		else
-			io_uring_prep_write_fixed(sqe, scratch, buf, READ_LEN,
-						  0, 0);
-		ASSERT_EQ(1, io_uring_submit(ring));
-		ASSERT_EQ(0, io_uring_wait_cqe(ring, &cqe));
-		EXPECT_EQ((int)READ_LEN, cqe->res)
-			TH_LOG("%s at %lld: %s", step ? "WRITE_FIXED" :
-			       "READ_FIXED", (long long)off,
-			       cqe->res < 0 ? strerror(-cqe->res) : "short");
-		io_uring_cqe_seen(ring, cqe);
-	}
+	__atomic_store_n(inflight, true, __ATOMIC_RELEASE);
+	res = fixed_rw(ring, false, self->fd, buf, READ_LEN, off, 0);
+	if (res == (int)READ_LEN)
+		res = fixed_rw(ring, true, scratch, buf, READ_LEN, off, 0);
+	__atomic_store_n(inflight, false, __ATOMIC_RELEASE);
+	if (res != (int)READ_LEN)
+		return res < 0 ? res : -ENODATA;
 	memset(ram, POISON, READ_LEN);
-	ASSERT_EQ((ssize_t)READ_LEN, pread(scratch, ram, READ_LEN, 0));
-	EXPECT_EQ(-1, first_diff(ram, self->ref + off, READ_LEN))
-		TH_LOG("READ_FIXED at %lld delivered wrong bytes",
-		       (long long)off);
-	free(ram);
+	if (pread(scratch, ram, READ_LEN, off) != (ssize_t)READ_LEN)
+		return -EIO;
+	return first_diff(ram, self->ref + off, READ_LEN) == -1 ? 0 : 1;
 }
 
 struct unbinder {
-	const char *bdf;
+	const char *path, *val;
 	int ret;
 	bool done;		/* __atomic */
 };
@@ -667,76 +677,210 @@ static void *unbind_thread(void *arg)
 {
 	struct unbinder *u = arg;
 
-	u->ret = sysfs_write(DRIVER "/unbind", u->bdf);
+	u->ret = sysfs_write(u->path, u->val);
 	__atomic_store_n(&u->done, true, __ATOMIC_RELEASE);
 	return NULL;
 }
 
+struct fixed_racer {
+	FIXTURE_DATA(lifecycle) *self;
+	struct io_uring *ring;
+	void *buf;
+	unsigned char *ram;	/* READ_LEN, for the check */
+	int scratch;
+	uint64_t rng;
+	bool stop, inflight;	/* __atomic */
+	int ios, efault;	/* __atomic: reads done, EFAULT */
+	int good, shrt, wrong, other, other_res;
+};
+
 /*
- * The provider's driver is unbound while an io_uring has a buffer in its
- * memory registered (pinned without FOLL_LONGTERM, see
- * io_pin_p2pdma_pages()).  The pins hold the provider's pages, so the
- * unbind must wait, and fixed reads meanwhile still deliver the right
- * bytes (or a clean error, never a crash); once the buffer is
- * unregistered (round 0) or the ring closed (round 1), the unbind
- * finishes, and after a rebind the provider is whole and no device
- * memory is lost.
+ * Fixed reads into the registered device buffer, each checked through a
+ * WRITE_FIXED of it, until told to stop.  Once the provider is gone
+ * every one fails with EFAULT.
  */
-TEST_F_TIMEOUT(lifecycle, unbind_with_registered_buffer, 300)
+static void *fixed_racer(void *arg)
 {
-	int round, i, scratch;
+	struct fixed_racer *r = arg;
+
+	while (!__atomic_load_n(&r->stop, __ATOMIC_ACQUIRE)) {
+		off_t off = xorshift64(&r->rng) % (FILE_SIZE / READ_LEN - 2) *
+			    READ_LEN;
+		int res;
+
+		res = fixed_read_via(r->self, r->ring, r->buf, r->scratch,
+				     off, r->ram, &r->inflight);
+		__atomic_add_fetch(&r->ios, 1, __ATOMIC_ACQ_REL);
+		if (!res) {
+			r->good++;
+		} else if (res == -EFAULT) {
+			__atomic_add_fetch(&r->efault, 1, __ATOMIC_ACQ_REL);
+		} else if (res == -ENODATA) {
+			r->shrt++;	/* the mapping went during the read */
+		} else if (res == 1) {
+			r->wrong++;
+		} else {
+			r->other++;
+			r->other_res = res;
+		}
+	}
+	return NULL;
+}
+
+/*
+ * The provider is unbound (even rounds) or removed through sysfs (odd
+ * rounds) while an io_uring has a buffer in its memory registered, next
+ * to a RAM buffer, and another thread reads into the device buffer with
+ * READ_FIXED.  Registration pins nothing: each fixed I/O pins for its own
+ * duration, as O_DIRECT does, so the provider goes once the reads in
+ * flight are done, with the buffer still registered.  After that, fixed
+ * I/O on the device buffer fails with EFAULT, and touches no device
+ * memory: device memory mapped after the provider comes back keeps its
+ * bytes while the old buffer is read into and written from.  The RAM
+ * buffer works throughout, and no device memory is lost.
+ */
+TEST_F_TIMEOUT(lifecycle, unbind_with_registered_buffer, 600)
+{
+	int round, i, scratch, overlapped = 0;
+	unsigned char *ram, *rram, *fresh;
+	char path[PATH_MAX];
 
 	scratch = open(MNT "/scratch", O_RDWR | O_CREAT | O_TRUNC, 0600);
 	ASSERT_LE(0, scratch);
-	for (round = 0; round < 2; round++) {
-		struct unbinder u = { .bdf = self->bdf };
+	ASSERT_EQ(0, ftruncate(scratch, FILE_SIZE));
+	ram = mmap(NULL, READ_LEN, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+	ASSERT_NE(MAP_FAILED, ram);
+	rram = malloc(READ_LEN);
+	ASSERT_NE(NULL, rram);
+	for (round = 0; round < 6; round++) {
+		bool remove = round & 1;
+		struct unbinder u = {};
+		struct fixed_racer r = {
+			.self = self, .scratch = scratch, .ram = rram,
+			.rng = self->seed ^ (round + 1),
+		};
+		struct iovec iov[2];
 		struct io_uring ring;
-		struct iovec iov;
 		unsigned char *dev;
-		pthread_t tid;
-		char path[PATH_MAX];
+		pthread_t tid, rtid;
+		int ios, res;
 
 		dev = p2pmem_map(self->provider, READ_LEN);
 		ASSERT_NE(NULL, dev);
 		ASSERT_EQ(0, io_uring_queue_init(8, &ring, 0));
-		iov.iov_base = dev;
-		iov.iov_len = READ_LEN;
-		ASSERT_EQ(0, io_uring_register_buffers(&ring, &iov, 1))
+		iov[0].iov_base = dev;
+		iov[0].iov_len = READ_LEN;
+		iov[1].iov_base = ram;
+		iov[1].iov_len = READ_LEN;
+		ASSERT_EQ(0, io_uring_register_buffers(&ring, iov, 2))
 			TH_LOG("device memory cannot be registered");
-		fixed_read_check(_metadata, self, &ring, dev, scratch, 0);
+		ASSERT_EQ(0, fixed_read_via(self, &ring, dev, scratch, 0, ram,
+					    NULL));
+		EXPECT_EQ(self->avail0 - (long long)READ_LEN,
+			  p2pmem_available(self->provider));
 
-		ASSERT_EQ(0, pthread_create(&tid, NULL, unbind_thread, &u));
-		sleep_us(500000);
-		EXPECT_FALSE(__atomic_load_n(&u.done, __ATOMIC_ACQUIRE))
-			TH_LOG("round %d: unbind did not wait for the registered buffer (%s)",
-			       round, strerror(-u.ret));
-		/* The provider is going: its memory is no longer handed out. */
-		snprintf(path, sizeof(path), "%s/p2pmem/allocate",
-			 self->provider);
-		EXPECT_NE(0, access(path, F_OK));
-		fixed_read_check(_metadata, self, &ring, dev, scratch,
-				 16 * MiB);
+		r.ring = &ring;
+		r.buf = dev;
+		ASSERT_EQ(0, pthread_create(&rtid, NULL, fixed_racer, &r));
+		while (__atomic_load_n(&r.ios, __ATOMIC_ACQUIRE) < 2)
+			sleep_us(1000);
+		sleep_us(xorshift64(&self->rng) % 20000);
 
-		if (!round) {
-			ASSERT_EQ(0, io_uring_unregister_buffers(&ring));
+		if (remove) {
+			snprintf(path, sizeof(path), "%s/remove",
+				 self->provider);
+			u.path = path;
+			u.val = "1";
 		} else {
-			io_uring_queue_exit(&ring);
+			u.path = DRIVER "/unbind";
+			u.val = self->bdf;
 		}
-		for (i = 0; i < 200 && !__atomic_load_n(&u.done,
-							 __ATOMIC_ACQUIRE); i++)
+		ios = __atomic_load_n(&r.ios, __ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&r.inflight, __ATOMIC_ACQUIRE))
+			overlapped++;
+		ASSERT_EQ(0, pthread_create(&tid, NULL, unbind_thread, &u));
+		/* A read takes a few ms in the rig; 2 s is ample. */
+		for (i = 0; i < 40 && !__atomic_load_n(&u.done,
+							__ATOMIC_ACQUIRE); i++)
 			sleep_us(50000);
 		EXPECT_TRUE(__atomic_load_n(&u.done, __ATOMIC_ACQUIRE))
-			TH_LOG("round %d: unbind still waits 10 s after the ring let go",
-			       round);
+			TH_LOG("round %d: %s waits for a registered buffer",
+			       round, remove ? "remove" : "unbind");
+		if (!__atomic_load_n(&u.done, __ATOMIC_ACQUIRE)) {
+			/* Let it go, and bring the provider back for the rest. */
+			__atomic_store_n(&r.stop, true, __ATOMIC_RELEASE);
+			ASSERT_EQ(0, pthread_join(rtid, NULL));
+			io_uring_queue_exit(&ring);
+			ASSERT_EQ(0, pthread_join(tid, NULL));
+			munmap(dev, READ_LEN);
+			if (remove)
+				sysfs_write("/sys/bus/pci/rescan", "1");
+			else
+				sysfs_write(DRIVER "/bind", self->bdf);
+			provider_back(_metadata, self);
+			break;
+		}
 		ASSERT_EQ(0, pthread_join(tid, NULL));
 		EXPECT_EQ(0, u.ret);
-		if (!round)
-			io_uring_queue_exit(&ring);
-		munmap(dev, READ_LEN);
+		/* The racer goes on until it has met the provider's absence. */
+		for (i = 0; i < 200 &&
+			    !__atomic_load_n(&r.efault, __ATOMIC_ACQUIRE); i++)
+			sleep_us(10000);
+		__atomic_store_n(&r.stop, true, __ATOMIC_RELEASE);
+		ASSERT_EQ(0, pthread_join(rtid, NULL));
+		TH_LOG("round %d (%s): %d reads before it, %d right, %d short, %d EFAULT",
+		       round, remove ? "remove" : "unbind", ios, r.good,
+		       r.shrt, r.efault);
+		EXPECT_EQ(0, r.wrong);
+		EXPECT_EQ(0, r.other)
+			TH_LOG("a fixed read failed with %d", r.other_res);
+		EXPECT_LT(0, r.efault);
 
-		ASSERT_EQ(0, sysfs_write(DRIVER "/bind", self->bdf));
+		/* Gone: a clean error; the RAM buffer still works. */
+		EXPECT_EQ(-EFAULT, fixed_rw(&ring, false, self->fd, dev,
+					    READ_LEN, 0, 0));
+		memset(ram, POISON, READ_LEN);
+		posix_fadvise(self->fd, 16 * MiB, READ_LEN, POSIX_FADV_DONTNEED);
+		EXPECT_EQ((int)READ_LEN, fixed_rw(&ring, false, self->fd, ram,
+						  READ_LEN, 16 * MiB, 1));
+		EXPECT_EQ(-1, first_diff(ram, self->ref + 16 * MiB, READ_LEN));
+
+		if (remove) {
+			ASSERT_EQ(0, sysfs_write("/sys/bus/pci/rescan", "1"));
+		} else {
+			ASSERT_EQ(0, sysfs_write(DRIVER "/bind", self->bdf));
+		}
 		provider_back(_metadata, self);
+
+		/*
+		 * The provider's memory, handed out again, is not the old
+		 * buffer's: reads into and writes from it fail and change
+		 * nothing there.
+		 */
+		fresh = p2pmem_map(self->provider, self->avail0);
+		ASSERT_NE(NULL, fresh);
+		memset(fresh, POISON, self->avail0);
+		res = fixed_rw(&ring, false, self->fd, dev, READ_LEN, 0, 0);
+		EXPECT_EQ(-EFAULT, res);
+		res = fixed_rw(&ring, true, scratch, dev, READ_LEN, 0, 0);
+		EXPECT_EQ(-EFAULT, res);
+		for (i = 0; i < self->avail0; i += 4096)
+			if (fresh[i] != POISON || fresh[i + 4095] != POISON)
+				break;
+		EXPECT_EQ(self->avail0, i)
+			TH_LOG("device memory at %d changed", i);
+		munmap(fresh, self->avail0);
+
+		io_uring_queue_exit(&ring);
+		munmap(dev, READ_LEN);
 		check_after(_metadata, self);
 	}
+	EXPECT_LT(0, overlapped)
+		TH_LOG("no unbind met a fixed read in flight");
+	free(rram);
+	munmap(ram, READ_LEN);
 	close(scratch);
 }
+
+TEST_HARNESS_MAIN

@@ -2283,6 +2283,77 @@ TEST_F_TIMEOUT(router, gpu_bvec_unaligned, 180)
 }
 
 /*
+ * An in-kernel caller's asynchronous reads: a kiocb with a ->ki_complete of
+ * the driver's, as a GPU driver's request path has.  Without IOCB_NOWAIT
+ * the router serves it as a synchronous read, by DMA, and returns the
+ * length, never calling ->ki_complete.  With IOCB_NOWAIT it gets what a
+ * buffered read that may not wait gets into RAM: -EAGAIN when nothing is
+ * cached, the cached bytes when some are (at least the cached first half,
+ * more if read-ahead got there), all of them when all are.  Nothing is
+ * left in flight for it and nothing of io_uring's requeue is used
+ * (async_reads, async_deferred and nowait_again stay 0), and ->ki_complete
+ * is never called twice (the driver answers EPROTO).
+ */
+TEST_F_TIMEOUT(router, gpu_bvec_async, 180)
+{
+	const long long len = 4 * MiB, pos = 4 * MiB;
+	struct router_stats before, d;
+	struct gpu gpu;
+	struct iovec iov;
+	long ret;
+	int step;
+
+	gpu_open(_metadata, &gpu);
+	for (step = 0; step < 4; step++) {
+		const unsigned int nowait = step ? TEST_P2PDMA_NOWAIT : 0;
+		static const char * const what[] = {
+			"cold", "cold, IOCB_NOWAIT", "half cached, IOCB_NOWAIT",
+			"cached, IOCB_NOWAIT",
+		};
+
+		ASSERT_EQ(0, drop_caches());
+		if (step == 2)
+			ASSERT_EQ(0, make_resident(self, pos, len / 2));
+		if (step == 3)
+			ASSERT_EQ(0, make_resident(self, pos, len));
+		stats_read(&before);
+		ret = gpu_rw(&gpu, self->fd, TEST_P2PDMA_ASYNC | nowait, pos,
+			     len, 0);
+		stats_delta(&before, &d);
+		stats_log(_metadata, what[step], &d);
+		EXPECT_EQ(0, d.async_reads + d.async_deferred + d.nowait_again);
+		switch (step) {
+		case 0:
+			EXPECT_EQ(len, ret);
+			EXPECT_LE(1, d.routed_reads);
+			EXPECT_LT(0, d.p2p_bytes);
+			break;
+		case 1:
+			EXPECT_EQ(-EAGAIN, ret);
+			/* The same read into RAM, side by side. */
+			ASSERT_EQ(0, drop_caches());
+			iov.iov_base = self->ram;
+			iov.iov_len = len;
+			EXPECT_EQ(-1, preadv2(self->fd, &iov, 1, pos,
+					      RWF_NOWAIT));
+			EXPECT_EQ(EAGAIN, errno);
+			break;
+		case 2:
+			EXPECT_LE(len / 2, ret);
+			EXPECT_GE(len, ret);
+			break;
+		case 3:
+			EXPECT_EQ(len, ret);
+			break;
+		}
+		if (ret > 0)
+			EXPECT_EQ(-1, pattern_diff(self, gpu.map, ret, pos))
+				TH_LOG("%s: wrong bytes", what[step]);
+	}
+	gpu_close(&gpu);
+}
+
+/*
  * A bio_vec of device memory, then RAM: the device half is routed, the RAM
  * half copied through the page cache, read and written, every byte right.
  */

@@ -1320,6 +1320,103 @@ TEST(flag_follows_members)
 	teardown_stacks(loop);
 }
 
+/* Occurrences of @needle in @hay. */
+static int count_str(const char *hay, const char *needle)
+{
+	int n = 0;
+
+	while ((hay = strstr(hay, needle))) {
+		n++;
+		hay += strlen(needle);
+	}
+	return n;
+}
+
+/* Build two dm-linear devices over @ns, one stacked on another, and md0. */
+static int holder_stack(const char *ns)
+{
+	return run_cmdf("dmsetup create --noudevsync spin-h0 --table '0 65536 linear /dev/%s 0' && "
+			"dmsetup create --noudevsync spin-h1 --table '0 65536 linear /dev/%s 65536' && "
+			"dmsetup create --noudevsync spin-h2 --table '0 65536 linear /dev/mapper/spin-h0 0' && "
+			"dmsetup mknodes && "
+			"mdadm --create " MD " --run --quiet --force --level=0 --raid-devices=2 /dev/mapper/spin-h1 /dev/mapper/spin-h2",
+			ns, ns);
+}
+
+/* Take it down again: md drops two members, dm three devices it holds. */
+static int holder_unstack(void)
+{
+	return run_cmd("mdadm --stop " MD " && mdadm --zero-superblock /dev/mapper/spin-h1 /dev/mapper/spin-h2 && "
+		       "dmsetup remove --noudevsync spin-h2 && "
+		       "dmsetup remove --noudevsync spin-h1 && dmsetup remove --noudevsync spin-h0");
+}
+
+/* Trace calls of @funcs (with their stacks if @stacks) during @fn. */
+static char *trace_during(const char *funcs, bool stacks, int (*fn)(void),
+			  int *ret)
+{
+	char *trace;
+
+	if (sysfs_write(TRACEFS "/current_tracer", "nop") ||
+	    sysfs_write(TRACEFS "/set_ftrace_filter", funcs) ||
+	    sysfs_write(TRACEFS "/options/func_stack_trace", stacks ? "1" : "0") ||
+	    trace_clear() || sysfs_write(TRACEFS "/tracing_on", "1") ||
+	    sysfs_write(TRACEFS "/current_tracer", "function"))
+		return NULL;
+	*ret = fn();
+	sysfs_write(TRACEFS "/current_tracer", "nop");
+	trace = trace_slurp();
+	sysfs_write(TRACEFS "/options/func_stack_trace", "0");
+	sysfs_write(TRACEFS "/set_ftrace_filter", "");
+	return trace;
+}
+
+/*
+ * Taking a member out of a stacked device costs what it costs without
+ * P2PDMA: bd_unlink_disk_holder() never waits for an RCU grace period,
+ * though the P2PDMA reachability walk reads the holder list under RCU.
+ * dm-linear devices over a rig drive, one stacked on another, and an md
+ * raid0 of two of them are taken down twice under the function tracer:
+ * once to see bd_unlink_disk_holder() called for each member (the
+ * premise), once to see every synchronize_rcu() or synchronize_srcu()
+ * with its call stack, none of which may come from it.
+ */
+TEST(holder_unlink_no_grace_period)
+{
+	char ns0[NAME_MAX + 1], *trace;
+	int unlinks, syncs, ret = -1;
+
+	setenv("DM_DISABLE_UDEV", "1", 1);
+	teardown_stacks(NULL);
+	ASSERT_EQ(0, nvme_rig_ns(0, ns0, sizeof(ns0)));
+	if (access(TRACEFS "/trace", F_OK))
+		ASSERT_EQ(0, mount("tracefs", TRACEFS, "tracefs", 0, NULL));
+
+	ASSERT_EQ(0, holder_stack(ns0));
+	trace = trace_during("bd_unlink_disk_holder", false, holder_unstack,
+			     &ret);
+	ASSERT_NE(NULL, trace);
+	EXPECT_EQ(0, ret);
+	unlinks = count_str(trace, " bd_unlink_disk_holder <-");
+	free(trace);
+
+	ASSERT_EQ(0, holder_stack(ns0));
+	trace = trace_during("synchronize_rcu synchronize_rcu_expedited synchronize_srcu synchronize_srcu_expedited",
+			     true, holder_unstack, &ret);
+	ASSERT_NE(NULL, trace);
+	EXPECT_EQ(0, ret);
+	syncs = count_str(trace, "<stack trace>");
+	TH_LOG("%d holder unlinks; %d grace periods waited for, %d of them in bd_unlink_disk_holder()",
+	       unlinks, syncs, count_str(trace, "=> bd_unlink_disk_holder"));
+	EXPECT_LE(5, unlinks);
+	/* md waits for one as it kicks a member: the tracer sees it. */
+	EXPECT_LE(1, syncs);
+	EXPECT_EQ(0, count_str(trace, "=> bd_unlink_disk_holder"));
+	free(trace);
+	run_cmd("mdadm --stop " MD " 2>/dev/null; dmsetup remove --noudevsync spin-h2 2>/dev/null; "
+		"dmsetup remove --noudevsync spin-h1 2>/dev/null; dmsetup remove --noudevsync spin-h0 2>/dev/null");
+}
+
 /* The native NVMe multipath head of the rig's shared namespace, or -ENOENT. */
 static int nvme_mpath_head(char *ns, size_t len)
 {
@@ -1824,12 +1921,13 @@ struct mir_writer {
 	int failed;		/* writes that did not */
 	int during;		/* writes that began and ended in @action */
 	const char *action;	/* a sync_action to count writes in */
+	bool routed_only;	/* no O_DIRECT writes */
 };
 
 /*
  * Alternating routed and O_DIRECT writes of 1 MiB (routed ones off by
- * 4095 bytes) over the region, each with a new seed, until stopped.  One
- * writer, so the model is its own.
+ * 4095 bytes; only routed ones if @routed_only) over the region, each with
+ * a new seed, until stopped.  One writer, so the model is its own.
  */
 static void *mir_writer_main(void *arg)
 {
@@ -1838,7 +1936,7 @@ static void *mir_writer_main(void *arg)
 	int k = 0;
 
 	while (!__atomic_load_n(&w->stop, __ATOMIC_ACQUIRE)) {
-		bool direct = k % 2;
+		bool direct = !w->routed_only && k % 2;
 		off_t off = (k * 7 % 14) * MiB + (direct ? 0 : 4095);
 		bool in0 = w->action && md_action_is(w->action), in1;
 		ssize_t n;
@@ -2035,6 +2133,122 @@ TEST_F_TIMEOUT(mirror, replacement_without_p2p, 300)
 	EXPECT_EQ(0, degraded);
 	EXPECT_EQ(0, mir_mismatches());
 	teardown_stacks(loop);
+}
+
+/* Members of md0 whose bad_blocks list is not empty. */
+static int md_members_with_bad_blocks(void)
+{
+	struct dirent **names;
+	int n, i, with = 0;
+
+	n = scandir(MD_SYS, &names, NULL, alphasort);
+	for (i = 0; i < n; i++) {
+		char path[PATH_MAX], list[256];
+
+		if (!strncmp(names[i]->d_name, "dev-", 4)) {
+			snprintf(path, sizeof(path), MD_SYS "/%s/bad_blocks",
+				 names[i]->d_name);
+			if (sysfs_read(path, list, sizeof(list)) || list[0])
+				with++;
+		}
+		free(names[i]);
+	}
+	free(n > 0 ? names : NULL);
+	return with;
+}
+
+/*
+ * raid1 and raid10 over two dm-linear legs, as LVM builds them.  While
+ * routed writes from device memory run, one leg's table is reloaded, again
+ * and again, onto dm-delay, which does not pass P2PDMA pages, and back.
+ * Writes that wait out a reload's suspend reach the new table and are
+ * refused there (BLK_STS_TARGET), after md asked the leg: md must write
+ * that leg's copy again through RAM (the premise: the function tracer sees
+ * raid1_p2pdma_write_ram() called), never take it for a media error.  Every
+ * write succeeds; the array is not degraded, no leg has a write error, a
+ * wish for replacement or a bad block; md's check finds no mismatch, and
+ * every leg holds the model.
+ */
+TEST(mirror_reload_leg_during_writes)
+{
+	int kind;
+
+	if (access(TRACEFS "/trace", F_OK))
+		ASSERT_EQ(0, mount("tracefs", TRACEFS, "tracefs", 0, NULL));
+	for (kind = 0; kind < 2; kind++) {
+		struct mir m;
+		struct mir_writer w = { .m = &m, .routed_only = true };
+		long long sectors, degraded = -1, errors;
+		int round, rewrites = 0, members;
+		char *trace, cmd[1024];
+
+		ASSERT_EQ(0, mir_init(&m, 2, kind, true));
+		ASSERT_EQ(0, mir_create(&m, false, false, "--bitmap=internal",
+					false));
+		xsnprintf(cmd, sizeof(cmd), "/sys/block/%s/size", m.nvme[1]);
+		ASSERT_EQ(0, sysfs_read_ll(cmd, &sectors));
+
+		ASSERT_EQ(0, sysfs_write(TRACEFS "/current_tracer", "nop"));
+		ASSERT_EQ(0, sysfs_write(TRACEFS "/set_ftrace_filter",
+					 "raid1_p2pdma_write_ram"));
+		ASSERT_EQ(0, trace_clear());
+		ASSERT_EQ(0, sysfs_write(TRACEFS "/tracing_on", "1"));
+		ASSERT_EQ(0, sysfs_write(TRACEFS "/current_tracer",
+					 "function"));
+		ASSERT_EQ(0, pthread_create(&w.thread, NULL, mir_writer_main,
+					    &w));
+		mir_wait_writes(&w, 2);
+		/* Race on until some writes met a reload, 60 rounds at most. */
+		for (round = 0; round < 60 && rewrites < 3; round++) {
+			const char *table = round % 2 ? "linear" : "delay";
+
+			xsnprintf(cmd, sizeof(cmd),
+				  "dmsetup suspend --noudevsync " MIR_DM_LEG "1 && sleep 0.1 && "
+				  "dmsetup reload " MIR_DM_LEG "1 --table '0 %lld %s /dev/%s 0%s' && "
+				  "dmsetup resume --noudevsync " MIR_DM_LEG "1",
+				  sectors, table, m.nvme[1],
+				  round % 2 ? "" : " 0");
+			EXPECT_EQ(0, run_cmd(cmd));
+			usleep(100000);
+			if (round % 10 == 9) {
+				trace = trace_slurp();
+				ASSERT_NE(NULL, trace);
+				rewrites = count_str(trace,
+						     " raid1_p2pdma_write_ram <-");
+				free(trace);
+			}
+		}
+		/* The leg ends as it began: linear. */
+		if (round % 2)
+			EXPECT_EQ(0, run_cmdf("dmsetup reload " MIR_DM_LEG "1 --table '0 %lld linear /dev/%s 0' && dmsetup resume --noudevsync " MIR_DM_LEG "1",
+					      sectors, m.nvme[1]));
+		mir_writer_stop(&w);
+		ASSERT_EQ(0, sysfs_write(TRACEFS "/current_tracer", "nop"));
+		trace = trace_slurp();
+		ASSERT_EQ(0, sysfs_write(TRACEFS "/set_ftrace_filter", ""));
+		ASSERT_NE(NULL, trace);
+		rewrites = count_str(trace, " raid1_p2pdma_write_ram <-");
+		free(trace);
+		TH_LOG("raid%s: %d reloads, %d writes, %d failed, %d copies written again from RAM",
+		       kind ? "10" : "1", round, w.done, w.failed, rewrites);
+		EXPECT_LE(1, rewrites)
+			TH_LOG("no write met a reload");
+		EXPECT_EQ(0, w.failed);
+
+		EXPECT_EQ(0, sysfs_read_ll(MD_SYS "/degraded", &degraded));
+		EXPECT_EQ(0, degraded);
+		EXPECT_EQ(0, md_members_with("faulty", &members, &errors));
+		EXPECT_EQ(2, members);
+		EXPECT_EQ(0, errors);
+		EXPECT_EQ(0, md_members_with("write_error", &members, NULL));
+		EXPECT_EQ(0, md_members_with("want_replacement", &members,
+					     NULL));
+		EXPECT_EQ(0, md_members_with_bad_blocks());
+		EXPECT_EQ(-1, mir_diff(&m));
+		EXPECT_EQ(0, mir_mismatches());
+		mir_legs_check(_metadata, &m);
+		mir_free(&m);
+	}
 }
 
 /*

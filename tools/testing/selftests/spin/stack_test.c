@@ -1351,23 +1351,36 @@ static int holder_unstack(void)
 		       "dmsetup remove --noudevsync spin-h1 && dmsetup remove --noudevsync spin-h0");
 }
 
+/* The function tracer off, with no filter and no stacks: as booted. */
+static void trace_off(void)
+{
+	int fd;
+
+	sysfs_write(TRACEFS "/current_tracer", "nop");
+	sysfs_write(TRACEFS "/options/func_stack_trace", "0");
+	fd = open(TRACEFS "/set_ftrace_filter", O_WRONLY | O_TRUNC);
+	if (fd >= 0)
+		close(fd);
+	sysfs_write(TRACEFS "/tracing_on", "1");
+}
+
 /* Trace calls of @funcs (with their stacks if @stacks) during @fn. */
 static char *trace_during(const char *funcs, bool stacks, int (*fn)(void),
 			  int *ret)
 {
 	char *trace;
 
-	if (sysfs_write(TRACEFS "/current_tracer", "nop") ||
-	    sysfs_write(TRACEFS "/set_ftrace_filter", funcs) ||
+	trace_off();
+	if (sysfs_write(TRACEFS "/set_ftrace_filter", funcs) ||
 	    sysfs_write(TRACEFS "/options/func_stack_trace", stacks ? "1" : "0") ||
 	    trace_clear() || sysfs_write(TRACEFS "/tracing_on", "1") ||
 	    sysfs_write(TRACEFS "/current_tracer", "function"))
 		return NULL;
 	*ret = fn();
-	sysfs_write(TRACEFS "/current_tracer", "nop");
+	/* Stop, read, then drop the tracer, which empties the buffer. */
+	sysfs_write(TRACEFS "/tracing_on", "0");
 	trace = trace_slurp();
-	sysfs_write(TRACEFS "/options/func_stack_trace", "0");
-	sysfs_write(TRACEFS "/set_ftrace_filter", "");
+	trace_off();
 	return trace;
 }
 
@@ -2188,7 +2201,7 @@ TEST(mirror_reload_leg_during_writes)
 		xsnprintf(cmd, sizeof(cmd), "/sys/block/%s/size", m.nvme[1]);
 		ASSERT_EQ(0, sysfs_read_ll(cmd, &sectors));
 
-		ASSERT_EQ(0, sysfs_write(TRACEFS "/current_tracer", "nop"));
+		trace_off();
 		ASSERT_EQ(0, sysfs_write(TRACEFS "/set_ftrace_filter",
 					 "raid1_p2pdma_write_ram"));
 		ASSERT_EQ(0, trace_clear());
@@ -2209,6 +2222,9 @@ TEST(mirror_reload_leg_during_writes)
 				  sectors, table, m.nvme[1],
 				  round % 2 ? "" : " 0");
 			EXPECT_EQ(0, run_cmd(cmd));
+			/* dm-delay does not pass P2PDMA pages; linear does. */
+			EXPECT_EQ(round % 2,
+				  queue_p2p("/dev/mapper/" MIR_DM_LEG "1"));
 			usleep(100000);
 			if (round % 10 == 9) {
 				trace = trace_slurp();
@@ -2223,9 +2239,10 @@ TEST(mirror_reload_leg_during_writes)
 			EXPECT_EQ(0, run_cmdf("dmsetup reload " MIR_DM_LEG "1 --table '0 %lld linear /dev/%s 0' && dmsetup resume --noudevsync " MIR_DM_LEG "1",
 					      sectors, m.nvme[1]));
 		mir_writer_stop(&w);
-		ASSERT_EQ(0, sysfs_write(TRACEFS "/current_tracer", "nop"));
+		/* Stop, read, then drop the tracer, which empties the buffer. */
+		ASSERT_EQ(0, sysfs_write(TRACEFS "/tracing_on", "0"));
 		trace = trace_slurp();
-		ASSERT_EQ(0, sysfs_write(TRACEFS "/set_ftrace_filter", ""));
+		trace_off();
 		ASSERT_NE(NULL, trace);
 		rewrites = count_str(trace, " raid1_p2pdma_write_ram <-");
 		free(trace);

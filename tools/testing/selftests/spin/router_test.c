@@ -2289,9 +2289,10 @@ TEST_F_TIMEOUT(router, gpu_bvec_unaligned, 180)
  * the driver's, as a GPU driver's request path has.  Without IOCB_NOWAIT
  * the router serves it as a synchronous read, by DMA, and returns the
  * length, never calling ->ki_complete.  With IOCB_NOWAIT it gets what a
- * buffered read that may not wait gets into RAM: -EAGAIN when nothing is
- * cached, the cached bytes when some are (at least the cached first half,
- * more if read-ahead got there), all of them when all are.  Nothing is
+ * buffered read that may not wait gets into RAM: when nothing is cached,
+ * -EAGAIN or what the read-ahead it starts has brought in by the time it
+ * looks; the cached bytes when some are (at least the cached first half),
+ * all of them when all are.  Nothing is
  * left in flight for it and nothing of io_uring's requeue is used
  * (async_reads, async_deferred and nowait_again stay 0), and ->ki_complete
  * is never called twice (the driver answers EPROTO).
@@ -2330,16 +2331,27 @@ TEST_F_TIMEOUT(router, gpu_bvec_async, 180)
 			EXPECT_LE(1, d.routed_reads);
 			EXPECT_LT(0, d.p2p_bytes);
 			break;
-		case 1:
-			EXPECT_EQ(-EAGAIN, ret);
+		case 1: {
+			ssize_t n;
+
+			/*
+			 * What the read-ahead it starts has brought in by the
+			 * time it looks, as for a read into RAM: usually
+			 * nothing (EAGAIN), in the rig sometimes all of it.
+			 */
+			EXPECT_TRUE(ret == -EAGAIN || (ret > 0 && ret <= len))
+				TH_LOG("%ld", ret);
 			/* The same read into RAM, side by side. */
 			ASSERT_EQ(0, drop_caches());
 			iov.iov_base = self->ram;
 			iov.iov_len = len;
-			EXPECT_EQ(-1, preadv2(self->fd, &iov, 1, pos,
-					      RWF_NOWAIT));
-			EXPECT_EQ(EAGAIN, errno);
+			n = preadv2(self->fd, &iov, 1, pos, RWF_NOWAIT);
+			TH_LOG("into device memory %ld, into RAM %zd (%s)",
+			       ret, n, n < 0 ? strerror(errno) : "bytes");
+			EXPECT_TRUE(n == len || (n < 0 && errno == EAGAIN) ||
+				    (n > 0 && n < len));
 			break;
+		}
 		case 2:
 			EXPECT_LE(len / 2, ret);
 			EXPECT_GE(len, ret);

@@ -32,7 +32,7 @@ pairs sit under one PCIe switch):
                   |- xio3130-downstream - nvme serial SPINRIG2 (1 GiB)
                   |- xio3130-downstream - nvme SPINMPATH ctrl 0 \\ one subsystem,
                   |- xio3130-downstream - nvme SPINMPATH ctrl 1 / shared ns (1 GiB)
-                  \`- xio3130-downstream - ivshmem-plain (32 MiB)  "gpu": bound to
+                  \`- xio3130-downstream - ivshmem-plain (128 MiB) "gpu": bound to
                                            test_p2pdma, registered, not published
   pcie.0 - ioh3420 root port rp1
              \`- ivshmem-plain (64 MiB)  "far": not reachable from the drives
@@ -106,7 +106,7 @@ cleanup() { rm -f "$shm"-near "$shm"-far "$shm"-gpu "$run"/*.img; }
 trap cleanup EXIT
 truncate -s 256M "$shm"-near
 truncate -s 64M "$shm"-far
-truncate -s 32M "$shm"-gpu
+truncate -s 128M "$shm"-gpu
 
 accel=(-machine q35,accel=tcg -cpu "$cpu")
 if [ $kvm = 1 ]; then
@@ -170,10 +170,10 @@ args+=(
 
 # A GPU's memory: the guest's /init binds it to test_p2pdma
 # (lib/test_p2pdma.c), which registers it and publishes nothing.  Its
-# size (32 MiB) is how the guest tells it from the other two.  Last on the
+# size (128 MiB) is how the guest tells it from the other two.  Last on the
 # switch, so that the devices before it keep their addresses.
 args+=(
-	-object "memory-backend-file,id=gpu,mem-path=$shm-gpu,size=32M,share=on"
+	-object "memory-backend-file,id=gpu,mem-path=$shm-gpu,size=128M,share=on"
 	-device xio3130-downstream,id=dp6,bus=up0,chassis=11,slot=6
 	-device ivshmem-plain,memdev=gpu,bus=dp6
 )

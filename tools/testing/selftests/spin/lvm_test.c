@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * LVM volumes and device memory (issue #29): the volumes users build with
+ * LVM volumes and device memory: the volumes users build with
  * LVM's own tools take O_DIRECT and routed (buffered) I/O from and into
  * device memory by DMA, as md arrays and plain dm tables do.
  *
@@ -13,6 +13,8 @@
  * sub-volume) read alone must hold the model.  A raid1 volume with a leg
  * on SPINFAR0, which cannot reach the memory, refuses O_DIRECT writes with
  * EREMOTEIO and leaves both legs as they were, and the router copies.
+ * md raid1 over thin volumes whose pool metadata sits on SPINFAR0 is
+ * asked only about the pool's data device, and takes both by DMA.
  */
 #define _GNU_SOURCE
 #include "spin_util.h"
@@ -28,6 +30,8 @@
 #define DEV_LEN		(8 * MiB)
 #define LVM		"lvm"
 #define FAR_SERIAL	"SPINFAR"
+#define MD		"/dev/md0"
+#define MD_SYS		"/sys/block/md0/md"
 
 struct stats {
 	long long p2p_write, cache_write, p2p_read, eremote, unreach;
@@ -105,6 +109,7 @@ FIXTURE_VARIANT_ADD(lvm, thin) { .type = "thin" };
  */
 static void vg_remove(void)
 {
+	run_cmd("mdadm --stop " MD " 2>/dev/null");
 	run_cmd(LVM " vgchange -an " VG " >/dev/null 2>&1");
 	run_cmd(LVM " vgremove -ff -y " VG " >/dev/null 2>&1");
 	run_cmd("dmsetup remove_all --noudevsync 2>/dev/null");
@@ -123,7 +128,6 @@ static void vg_setup(struct __test_metadata *_metadata,
 		TH_LOG("no lvm in the guest");
 	setenv("LVM_SUPPRESS_FD_WARNINGS", "1", 1);
 	run_cmd("mkdir -p /run/lvm /run/lock/lvm");
-	run_cmd("mdadm --stop /dev/md0 2>/dev/null");
 	vg_remove();
 	self->pvs[0] = '\0';
 	for (i = 0; i < 3; i++) {
@@ -473,6 +477,110 @@ TEST_F_TIMEOUT(far, raid1_leg_refused, 600)
 			  "/dev/mapper/" VG "-" LV "_rimage_%u", i);
 		EXPECT_EQ(-1, lv_diff_ram(l, leg)) TH_LOG("leg %u", i);
 	}
+}
+
+/* The kernel name (dm-N) of VG/@lv into @buf; 0 or -1. */
+static int lv_kname(const char *lv, char *buf, size_t len)
+{
+	char cmd[256];
+	FILE *p;
+	int ret;
+
+	xsnprintf(cmd, sizeof(cmd),
+		  "dmsetup info -c --noheadings -o blkdevname " VG "-%s", lv);
+	p = popen(cmd, "r");
+	if (!p)
+		return -1;
+	ret = fgets(buf, len, p) ? 0 : -1;
+	pclose(p);
+	buf[strcspn(buf, " \n")] = '\0';
+	return ret || !buf[0] ? -1 : 0;
+}
+
+/* md's check of md0 to the end: its mismatch_cnt, or -1. */
+static long long md_mismatches(void)
+{
+	char action[32] = "";
+	long long cnt;
+	int i;
+
+	if (sysfs_write(MD_SYS "/sync_action", "check"))
+		return -1;
+	usleep(200000);
+	for (i = 0; i < 3000; i++) {
+		if (!sysfs_read(MD_SYS "/sync_action", action,
+				sizeof(action)) &&
+		    !strncmp(action, "idle", 4))
+			break;
+		usleep(100000);
+	}
+	if (strncmp(action, "idle", 4))
+		return -1;
+	return sysfs_read_ll(MD_SYS "/mismatch_cnt", &cnt) ? -1 : cnt;
+}
+
+/*
+ * md raid1 over two thin volumes of one pool whose data sits on a rig
+ * drive and whose metadata sits on SPINFAR0, which cannot reach the
+ * memory.  The metadata device never sees a bio of the caller's pages, so
+ * it is not asked: O_DIRECT writes from device memory go through, routed
+ * ones are DMAed (none copied as unreachable), both thin legs hold the
+ * model and md's check finds them equal.
+ */
+TEST_F_TIMEOUT(far, md_raid1_over_thin_far_metadata, 600)
+{
+	FIXTURE_DATA(lvm) *l = &self->l;
+	char tmeta[NAME_MAX + 1], path[PATH_MAX], leg[PATH_MAX];
+	struct stats before, d;
+	size_t routed = 0;
+	unsigned int i;
+	ssize_t n;
+
+	ASSERT_EQ(0, run_cmdf(LVM " lvcreate -q -y -L 8m -n pool_meta " VG " /dev/%s >/dev/null",
+			      l->far));
+	ASSERT_EQ(0, run_cmdf(LVM " lvcreate -q -y -L 96m -n pool " VG " /dev/%s >/dev/null",
+			      l->ns[0]));
+	/* Its warnings (no spare, metadata wiped) would read as the kernel's. */
+	ASSERT_EQ(0, run_cmd(LVM " lvconvert -q -y --type thin-pool --poolmetadataspare n --poolmetadata " VG "/pool_meta " VG "/pool >/tmp/lvconvert.log 2>&1 || { tr A-Z a-z </tmp/lvconvert.log >&2; false; }"));
+	for (i = 0; i < 2; i++)
+		ASSERT_EQ(0, run_cmdf(LVM " lvcreate -q -y --type thin -V %lum -n t%u " VG "/pool >/dev/null",
+				      LV_LEN / MiB, i));
+	/* The premise: the pool's metadata device is on SPINFAR0. */
+	ASSERT_EQ(0, lv_kname("pool_tmeta", tmeta, sizeof(tmeta)));
+	xsnprintf(path, sizeof(path), "/sys/block/%s/slaves/%s", tmeta,
+		  l->far);
+	ASSERT_EQ(0, access(path, F_OK)) TH_LOG("%s: %s", path,
+						strerror(errno));
+	ASSERT_EQ(0, run_cmd("mdadm --create " MD " --run --quiet --force --assume-clean --metadata=1.0 --level=1 --raid-devices=2 /dev/mapper/" VG "-t0 /dev/mapper/" VG "-t1"));
+	ASSERT_EQ(1, dev_p2pdma(MD));
+	ASSERT_EQ(0, lv_fill(l, MD));
+
+	stats_read(&before);
+	for (i = 0; i < ARRAY_SIZE(lv_writes); i++) {
+		n = lv_write(l, MD, lv_writes[i].direct, lv_writes[i].off,
+			     lv_writes[i].len, l->seed + 1 + i);
+		TH_LOG("%s write of %zu at %lld: %zd (%s)",
+		       lv_writes[i].direct ? "O_DIRECT" : "routed",
+		       lv_writes[i].len, (long long)lv_writes[i].off, n,
+		       n < 0 ? strerror(errno) : "");
+		ASSERT_EQ((ssize_t)lv_writes[i].len, n);
+		if (!lv_writes[i].direct)
+			routed += lv_writes[i].len;
+	}
+	stats_delta(&before, &d);
+	TH_LOG("p2p_write_bytes %lld, cache_write_bytes %lld, fallback_eremoteio %lld, fallback_unreachable %lld",
+	       d.p2p_write, d.cache_write, d.eremote, d.unreach);
+	EXPECT_LT((long long)routed / 2, d.p2p_write);
+	EXPECT_EQ(0, d.eremote);
+	EXPECT_EQ(0, d.unreach);
+
+	EXPECT_EQ(-1, lv_diff_ram(l, MD));
+	EXPECT_EQ(0, md_mismatches());
+	for (i = 0; i < 2; i++) {
+		xsnprintf(leg, sizeof(leg), "/dev/mapper/" VG "-t%u", i);
+		EXPECT_EQ(-1, lv_diff_ram(l, leg)) TH_LOG("thin leg %u", i);
+	}
+	EXPECT_EQ(0, run_cmd("mdadm --stop " MD));
 }
 
 TEST_HARNESS_MAIN

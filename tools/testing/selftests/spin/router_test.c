@@ -1047,6 +1047,39 @@ static void gpu_open(struct __test_metadata *_metadata, struct gpu *gpu)
 	ASSERT_NE(MAP_FAILED, gpu->map);
 }
 
+/*
+ * The same, handed out as @mode says (TEST_P2PDMA_UVM, _AIS): an AIS
+ * buffer, which holds no page references, is mapped VM_PFNMAP.
+ */
+static void gpu_open_mode(struct __test_metadata *_metadata, struct gpu *gpu,
+			  unsigned int mode)
+{
+	struct test_p2pdma_alloc alloc = { .size = GPU_LEN, .mode = mode };
+	off_t at = mode == TEST_P2PDMA_AIS ? TEST_P2PDMA_PFNMAP_OFFSET : 0;
+
+	gpu->map = NULL;
+	gpu->fd = open(GPU_DEV, O_RDWR | O_CLOEXEC);
+	ASSERT_LE(0, gpu->fd)
+		TH_LOG("%s: %s (the rig's gpu ivshmem bound to test_p2pdma)",
+		       GPU_DEV, strerror(errno));
+	ASSERT_EQ(0, ioctl(gpu->fd, TEST_P2PDMA_ALLOC_MODE, &alloc))
+		TH_LOG("TEST_P2PDMA_ALLOC_MODE %u: %s", mode, strerror(errno));
+	gpu->map = mmap(NULL, GPU_LEN, PROT_READ | PROT_WRITE, MAP_SHARED,
+			gpu->fd, at);
+	ASSERT_NE(MAP_FAILED, gpu->map);
+}
+
+/* The counters of the driver's own memory. */
+static void gpu_stats(struct __test_metadata *_metadata,
+		      struct test_p2pdma_stats *st)
+{
+	int fd = open(GPU_DEV, O_RDWR | O_CLOEXEC);
+
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, ioctl(fd, TEST_P2PDMA_STATS, st));
+	close(fd);
+}
+
 static void gpu_close(struct gpu *gpu)
 {
 	if (gpu->map && gpu->map != MAP_FAILED)
@@ -2172,17 +2205,16 @@ TEST_F_TIMEOUT(router, uring_read_cur_pos, 180)
  * cached: the drive DMAs what is not cached and only that, the copies and
  * the DMAs add up to the read, and every byte is right.
  */
-TEST_F_TIMEOUT(router, gpu_bvec_read, 180)
+static void gpu_bvec_read_on(struct __test_metadata *_metadata,
+			FIXTURE_DATA(router) *self, struct gpu *gpu)
 {
 	static const unsigned int pct[] = { 0, 50, 100 };
 	const long long len = READ_LEN;
 	struct router_stats before, d;
-	struct gpu gpu;
 	char what[64];
 	unsigned int k;
 	off_t off;
 
-	gpu_open(_metadata, &gpu);
 	for (k = 0; k < ARRAY_SIZE(pct); k++) {
 		ASSERT_EQ(0, drop_caches());
 		if (pct[k] == 100)
@@ -2190,12 +2222,12 @@ TEST_F_TIMEOUT(router, gpu_bvec_read, 180)
 		for (off = 0; pct[k] == 50 && off < len; off += 128 * KiB)
 			ASSERT_EQ(0, make_resident(self, off, 64 * KiB));
 		stats_read(&before);
-		ASSERT_EQ(len, gpu_rw(&gpu, self->fd, 0, 0, len, 0));
+		ASSERT_EQ(len, gpu_rw(gpu, self->fd, 0, 0, len, 0));
 		stats_delta(&before, &d);
 		snprintf(what, sizeof(what), "bio_vec read, %u%% cached",
 			 pct[k]);
 		stats_log(_metadata, what, &d);
-		ASSERT_EQ(-1, pattern_diff(self, gpu.map, len, 0));
+		ASSERT_EQ(-1, pattern_diff(self, gpu->map, len, 0));
 		EXPECT_LE(1, d.routed_reads);
 		EXPECT_EQ(len, d.p2p_bytes + d.cache_bytes);
 		if (pct[k] == 0)
@@ -2207,6 +2239,14 @@ TEST_F_TIMEOUT(router, gpu_bvec_read, 180)
 		if (pct[k] == 100)
 			EXPECT_EQ(0, d.p2p_bytes);
 	}
+}
+
+TEST_F_TIMEOUT(router, gpu_bvec_read, 180)
+{
+	struct gpu gpu;
+
+	gpu_open(_metadata, &gpu);
+	gpu_bvec_read_on(_metadata, self, &gpu);
 	gpu_close(&gpu);
 }
 
@@ -2214,22 +2254,21 @@ TEST_F_TIMEOUT(router, gpu_bvec_read, 180)
  * The in-kernel bio_vec write: the aligned middle goes out by DMA, the
  * file reads back the new bytes warm and cold, its neighbours keep theirs.
  */
-TEST_F_TIMEOUT(router, gpu_bvec_write, 180)
+static void gpu_bvec_write_on(struct __test_metadata *_metadata,
+			FIXTURE_DATA(router) *self, struct gpu *gpu)
 {
 	const uint64_t seed = self->seed ^ 0x69a;
 	const long long len = 4 * MiB, pos = 2 * MiB + 512;
 	struct router_stats before, d;
-	struct gpu gpu;
 	int wfd, cold;
 
-	gpu_open(_metadata, &gpu);
 	wfd = open(self->path, O_RDWR);
 	ASSERT_LE(0, wfd);
 	ASSERT_EQ(0, drop_caches());
 	ASSERT_EQ(0, make_resident(self, 0, 3 * MiB));
-	pattern_fill(gpu.map + 512, len, pos, seed);
+	pattern_fill(gpu->map + 512, len, pos, seed);
 	stats_read(&before);
-	ASSERT_EQ(len, gpu_rw(&gpu, wfd, TEST_P2PDMA_WRITE, pos, len, 512));
+	ASSERT_EQ(len, gpu_rw(gpu, wfd, TEST_P2PDMA_WRITE, pos, len, 512));
 	stats_delta(&before, &d);
 	stats_log(_metadata, "bio_vec write", &d);
 	ASSERT_EQ(0, close(wfd));
@@ -2244,6 +2283,14 @@ TEST_F_TIMEOUT(router, gpu_bvec_write, 180)
 		EXPECT_EQ(-1, readback_diff(self, 0, pos, self->seed));
 		EXPECT_EQ(-1, readback_diff(self, pos + len, MiB, self->seed));
 	}
+}
+
+TEST_F_TIMEOUT(router, gpu_bvec_write, 180)
+{
+	struct gpu gpu;
+
+	gpu_open(_metadata, &gpu);
+	gpu_bvec_write_on(_metadata, self, &gpu);
 	gpu_close(&gpu);
 }
 
@@ -2253,34 +2300,41 @@ TEST_F_TIMEOUT(router, gpu_bvec_write, 180)
  * file): nothing of it can be DMAed as it is, and every byte must still
  * be right, read and written.
  */
-TEST_F_TIMEOUT(router, gpu_bvec_unaligned, 180)
+static void gpu_bvec_unaligned_on(struct __test_metadata *_metadata,
+			FIXTURE_DATA(router) *self, struct gpu *gpu)
 {
 	const uint64_t seed = self->seed ^ 0x5b1;
 	const long long len = 2 * MiB + 333, pos = 5 * MiB + 7;
 	struct router_stats before, d;
-	struct gpu gpu;
 	int wfd;
 
-	gpu_open(_metadata, &gpu);
 	ASSERT_EQ(0, drop_caches());
 	stats_read(&before);
-	ASSERT_EQ(len, gpu_rw(&gpu, self->fd, TEST_P2PDMA_SPLIT, pos, len,
+	ASSERT_EQ(len, gpu_rw(gpu, self->fd, TEST_P2PDMA_SPLIT, pos, len,
 			      100));
 	stats_delta(&before, &d);
 	stats_log(_metadata, "split bio_vec read", &d);
-	ASSERT_EQ(-1, pattern_diff(self, gpu.map + 100, len, pos));
+	ASSERT_EQ(-1, pattern_diff(self, gpu->map + 100, len, pos));
 	EXPECT_LE(1, d.routed_reads);
 	EXPECT_EQ(len, d.p2p_bytes + d.cache_bytes);
 
 	wfd = open(self->path, O_RDWR);
 	ASSERT_LE(0, wfd);
-	pattern_fill(gpu.map + 100, len, pos, seed);
-	ASSERT_EQ(len, gpu_rw(&gpu, wfd, TEST_P2PDMA_WRITE | TEST_P2PDMA_SPLIT,
+	pattern_fill(gpu->map + 100, len, pos, seed);
+	ASSERT_EQ(len, gpu_rw(gpu, wfd, TEST_P2PDMA_WRITE | TEST_P2PDMA_SPLIT,
 			      pos, len, 100));
 	ASSERT_EQ(0, close(wfd));
 	ASSERT_EQ(0, drop_caches());
 	EXPECT_EQ(-1, readback_diff(self, pos, len, seed));
 	EXPECT_EQ(-1, readback_diff(self, pos - 4 * KiB, 4 * KiB, self->seed));
+}
+
+TEST_F_TIMEOUT(router, gpu_bvec_unaligned, 180)
+{
+	struct gpu gpu;
+
+	gpu_open(_metadata, &gpu);
+	gpu_bvec_unaligned_on(_metadata, self, &gpu);
 	gpu_close(&gpu);
 }
 
@@ -2297,16 +2351,15 @@ TEST_F_TIMEOUT(router, gpu_bvec_unaligned, 180)
  * (async_reads, async_deferred and nowait_again stay 0), and ->ki_complete
  * is never called twice (the driver answers EPROTO).
  */
-TEST_F_TIMEOUT(router, gpu_bvec_async, 180)
+static void gpu_bvec_async_on(struct __test_metadata *_metadata,
+			FIXTURE_DATA(router) *self, struct gpu *gpu)
 {
 	const long long len = 4 * MiB, pos = 4 * MiB;
 	struct router_stats before, d;
-	struct gpu gpu;
 	struct iovec iov;
 	long ret;
 	int step;
 
-	gpu_open(_metadata, &gpu);
 	for (step = 0; step < 4; step++) {
 		const unsigned int nowait = step ? TEST_P2PDMA_NOWAIT : 0;
 		static const char * const what[] = {
@@ -2320,7 +2373,7 @@ TEST_F_TIMEOUT(router, gpu_bvec_async, 180)
 		if (step == 3)
 			ASSERT_EQ(0, make_resident(self, pos, len));
 		stats_read(&before);
-		ret = gpu_rw(&gpu, self->fd, TEST_P2PDMA_ASYNC | nowait, pos,
+		ret = gpu_rw(gpu, self->fd, TEST_P2PDMA_ASYNC | nowait, pos,
 			     len, 0);
 		stats_delta(&before, &d);
 		stats_log(_metadata, what[step], &d);
@@ -2361,9 +2414,17 @@ TEST_F_TIMEOUT(router, gpu_bvec_async, 180)
 			break;
 		}
 		if (ret > 0)
-			EXPECT_EQ(-1, pattern_diff(self, gpu.map, ret, pos))
+			EXPECT_EQ(-1, pattern_diff(self, gpu->map, ret, pos))
 				TH_LOG("%s: wrong bytes", what[step]);
 	}
+}
+
+TEST_F_TIMEOUT(router, gpu_bvec_async, 180)
+{
+	struct gpu gpu;
+
+	gpu_open(_metadata, &gpu);
+	gpu_bvec_async_on(_metadata, self, &gpu);
 	gpu_close(&gpu);
 }
 
@@ -2371,22 +2432,21 @@ TEST_F_TIMEOUT(router, gpu_bvec_async, 180)
  * A bio_vec of device memory, then RAM: the device half is routed, the RAM
  * half copied through the page cache, read and written, every byte right.
  */
-TEST_F_TIMEOUT(router, gpu_bvec_ram_tail, 180)
+static void gpu_bvec_ram_tail_on(struct __test_metadata *_metadata,
+			FIXTURE_DATA(router) *self, struct gpu *gpu)
 {
 	const uint64_t seed = self->seed ^ 0x7a1;
 	const long long len = 4 * MiB, pos = 4 * MiB;
 	struct router_stats before, d;
-	struct gpu gpu;
 	int wfd;
 
-	gpu_open(_metadata, &gpu);
 	ASSERT_EQ(0, drop_caches());
 	stats_read(&before);
-	ASSERT_EQ(len, gpu_rw(&gpu, self->fd, TEST_P2PDMA_RAM_TAIL, pos, len,
+	ASSERT_EQ(len, gpu_rw(gpu, self->fd, TEST_P2PDMA_RAM_TAIL, pos, len,
 			      0));
 	stats_delta(&before, &d);
 	stats_log(_metadata, "bio_vec read, device memory then RAM", &d);
-	ASSERT_EQ(-1, pattern_diff(self, gpu.map, len, pos));
+	ASSERT_EQ(-1, pattern_diff(self, gpu->map, len, pos));
 	EXPECT_LE(1, d.routed_reads);
 	EXPECT_LT(0, d.p2p_bytes);
 	/* Only the device memory half is the router's to count. */
@@ -2394,9 +2454,9 @@ TEST_F_TIMEOUT(router, gpu_bvec_ram_tail, 180)
 
 	wfd = open(self->path, O_RDWR);
 	ASSERT_LE(0, wfd);
-	pattern_fill(gpu.map, len, pos, seed);
+	pattern_fill(gpu->map, len, pos, seed);
 	stats_read(&before);
-	ASSERT_EQ(len, gpu_rw(&gpu, wfd,
+	ASSERT_EQ(len, gpu_rw(gpu, wfd,
 			      TEST_P2PDMA_WRITE | TEST_P2PDMA_RAM_TAIL, pos,
 			      len, 0));
 	stats_delta(&before, &d);
@@ -2406,6 +2466,14 @@ TEST_F_TIMEOUT(router, gpu_bvec_ram_tail, 180)
 	EXPECT_EQ(len / 2, d.cache_write_bytes);
 	ASSERT_EQ(0, drop_caches());
 	EXPECT_EQ(-1, readback_diff(self, pos, len, seed));
+}
+
+TEST_F_TIMEOUT(router, gpu_bvec_ram_tail, 180)
+{
+	struct gpu gpu;
+
+	gpu_open(_metadata, &gpu);
+	gpu_bvec_ram_tail_on(_metadata, self, &gpu);
 	gpu_close(&gpu);
 }
 
@@ -2413,61 +2481,164 @@ TEST_F_TIMEOUT(router, gpu_bvec_ram_tail, 180)
  * The driver's bio_vec read of a file opened O_DIRECT is O_DIRECT
  * (IOCB_DIRECT): not the router's, and the bytes are right.
  */
-TEST_F_TIMEOUT(router, gpu_bvec_odirect, 180)
+static void gpu_bvec_odirect_on(struct __test_metadata *_metadata,
+			FIXTURE_DATA(router) *self, struct gpu *gpu)
 {
 	const long long len = 2 * MiB;
 	struct router_stats before, d;
-	struct gpu gpu;
 	int dfd;
 
-	gpu_open(_metadata, &gpu);
 	dfd = open(self->path, O_RDONLY | O_DIRECT);
 	ASSERT_LE(0, dfd);
 	stats_read(&before);
-	ASSERT_EQ(len, gpu_rw(&gpu, dfd, 0, MiB, len, 0));
+	ASSERT_EQ(len, gpu_rw(gpu, dfd, 0, MiB, len, 0));
 	stats_delta(&before, &d);
 	stats_log(_metadata, "bio_vec read, O_DIRECT", &d);
 	close(dfd);
-	ASSERT_EQ(-1, pattern_diff(self, gpu.map, len, MiB));
+	ASSERT_EQ(-1, pattern_diff(self, gpu->map, len, MiB));
 	EXPECT_EQ(0, d.routed_reads);
+}
+
+TEST_F_TIMEOUT(router, gpu_bvec_odirect, 180)
+{
+	struct gpu gpu;
+
+	gpu_open(_metadata, &gpu);
+	gpu_bvec_odirect_on(_metadata, self, &gpu);
 	gpu_close(&gpu);
 }
 
 /* pread() and pwrite() into and from the driver's own mapping. */
-TEST_F_TIMEOUT(router, gpu_mmap_rw, 180)
+static void gpu_mmap_rw_on(struct __test_metadata *_metadata,
+			FIXTURE_DATA(router) *self, struct gpu *gpu)
 {
 	const uint64_t seed = self->seed ^ 0x3a9;
 	const long long len = 4 * MiB, pos = 8 * MiB;
 	struct router_stats before, d;
-	struct gpu gpu;
 	int wfd;
 
-	gpu_open(_metadata, &gpu);
 	ASSERT_EQ(0, drop_caches());
-	ASSERT_EQ(len, poisoned_pread(self, gpu.map, len, MiB));
-	ASSERT_EQ(-1, pattern_diff(self, gpu.map, len, MiB));
+	ASSERT_EQ(len, poisoned_pread(self, gpu->map, len, MiB));
+	ASSERT_EQ(-1, pattern_diff(self, gpu->map, len, MiB));
 
 	ASSERT_EQ(0, drop_caches());
 	stats_read(&before);
-	ASSERT_EQ(len, poisoned_pread(self, gpu.map + len, len, MiB));
+	ASSERT_EQ(len, poisoned_pread(self, gpu->map + len, len, MiB));
 	stats_delta(&before, &d);
 	stats_log(_metadata, "pread into the driver's mapping", &d);
-	ASSERT_EQ(-1, pattern_diff(self, gpu.map + len, len, MiB));
+	ASSERT_EQ(-1, pattern_diff(self, gpu->map + len, len, MiB));
 	EXPECT_LE(1, d.routed_reads);
 	EXPECT_LT(0, d.p2p_bytes);
 
 	wfd = open(self->path, O_RDWR);
 	ASSERT_LE(0, wfd);
-	pattern_fill(gpu.map, len, pos, seed);
+	pattern_fill(gpu->map, len, pos, seed);
 	stats_read(&before);
-	ASSERT_EQ(len, pwrite(wfd, gpu.map, len, pos));
+	ASSERT_EQ(len, pwrite(wfd, gpu->map, len, pos));
 	stats_delta(&before, &d);
 	stats_log(_metadata, "pwrite from the driver's mapping", &d);
 	ASSERT_EQ(0, close(wfd));
 	EXPECT_LT(0, d.p2p_write_bytes);
 	ASSERT_EQ(0, drop_caches());
 	EXPECT_EQ(-1, readback_diff(self, pos, len, seed));
+}
+
+TEST_F_TIMEOUT(router, gpu_mmap_rw, 180)
+{
+	struct gpu gpu;
+
+	gpu_open(_metadata, &gpu);
+	gpu_mmap_rw_on(_metadata, self, &gpu);
 	gpu_close(&gpu);
+}
+
+/* The file as the fixture made it, after a case wrote other bytes. */
+static void refill(struct __test_metadata *_metadata,
+		   FIXTURE_DATA(router) *self)
+{
+	int wfd = open(self->path, O_RDWR);
+
+	ASSERT_LE(0, wfd);
+	ASSERT_EQ(0, write_pattern(wfd, self->size, self->seed));
+	ASSERT_EQ(0, fsync(wfd));
+	ASSERT_EQ(0, close(wfd));
+}
+
+/*
+ * Device memory as NVIDIA's UVM hands it out (TEST_P2PDMA_UVM): pages
+ * chosen by PFN, not in the order of their addresses, from memory the
+ * driver keeps out of the pool and frees to itself through its own
+ * page_free, mapped with vm_insert_page().  pread() and pwrite() through
+ * the mapping, io_uring reads into it and registered-buffer reads and
+ * writes, and the driver's own bio_vec reads and writes: routed, and every
+ * byte right.  No reference is left behind or put twice: when the buffer
+ * goes, each page is freed to the driver once.
+ */
+TEST_F_TIMEOUT(router, gpu_uvm, 900)
+{
+	struct test_p2pdma_stats st0, st;
+	unsigned char *dev = self->dev;
+	struct gpu gpu;
+
+	ASSERT_EQ(MAP_LEN, GPU_LEN);
+	gpu_stats(_metadata, &st0);
+	gpu_open_mode(_metadata, &gpu, TEST_P2PDMA_UVM);
+	gpu_mmap_rw_on(_metadata, self, &gpu);
+	refill(_metadata, self);
+	gpu_bvec_read_on(_metadata, self, &gpu);
+	gpu_bvec_write_on(_metadata, self, &gpu);
+	refill(_metadata, self);
+	self->dev = gpu.map;
+	uring_reads_qd(_metadata, self, 8, IORING_OP_READ);
+	uring_reads_qd(_metadata, self, 8, IORING_OP_READ_FIXED);
+	uring_writes(_metadata, self, 8, IORING_OP_WRITE_FIXED);
+	self->dev = dev;
+	gpu_close(&gpu);
+	gpu_stats(_metadata, &st);
+	TH_LOG("the driver's pages: %llu freed, %llu stray frees, %llu in use",
+	       (unsigned long long)(st.page_frees - st0.page_frees),
+	       (unsigned long long)(st.stray - st0.stray),
+	       (unsigned long long)st.used);
+	EXPECT_EQ(GPU_LEN / PAGE, st.page_frees - st0.page_frees);
+	EXPECT_EQ(0, st.stray - st0.stray);
+	EXPECT_EQ(0, st.used);
+}
+
+/*
+ * Device memory as AMD's KFD hands it to the VFS for AIS (TEST_P2PDMA_AIS):
+ * a bio_vec of pages made from the driver's addresses, which hold no
+ * reference at all; the driver's own object (the file) keeps the memory.
+ * Every bio_vec path, read and written, aligned or not, synchronous and
+ * asynchronous, with RAM after it, O_DIRECT: every byte right, and no
+ * reference got and put on a page (a put would free it to the driver: a
+ * stray free).
+ */
+TEST_F_TIMEOUT(router, gpu_ais, 900)
+{
+	struct test_p2pdma_stats st0, st;
+	struct gpu gpu;
+
+	gpu_stats(_metadata, &st0);
+	gpu_open_mode(_metadata, &gpu, TEST_P2PDMA_AIS);
+	gpu_bvec_read_on(_metadata, self, &gpu);
+	gpu_bvec_write_on(_metadata, self, &gpu);
+	refill(_metadata, self);
+	gpu_bvec_unaligned_on(_metadata, self, &gpu);
+	refill(_metadata, self);
+	gpu_bvec_async_on(_metadata, self, &gpu);
+	gpu_bvec_ram_tail_on(_metadata, self, &gpu);
+	refill(_metadata, self);
+	gpu_bvec_odirect_on(_metadata, self, &gpu);
+	gpu_stats(_metadata, &st);
+	TH_LOG("the driver's pages: %llu stray frees, %llu in use",
+	       (unsigned long long)(st.stray - st0.stray),
+	       (unsigned long long)st.used);
+	EXPECT_EQ(0, st.stray - st0.stray);
+	EXPECT_EQ(GPU_LEN / PAGE, st.used);
+	gpu_close(&gpu);
+	gpu_stats(_metadata, &st);
+	EXPECT_EQ(0, st.used);
+	EXPECT_EQ(st0.page_frees, st.page_frees);
 }
 
 /*

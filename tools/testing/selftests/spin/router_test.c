@@ -29,6 +29,8 @@
 #include <sys/uio.h>
 
 #include "spin_util.h"
+#include <signal.h>
+#include <time.h>
 #include "spin_router.h"
 #include "../kselftest_harness.h"
 #include "../../../../lib/test_p2pdma_uapi.h"
@@ -2611,16 +2613,30 @@ TEST_F_TIMEOUT(router, gpu_uvm, 900)
  * Every bio_vec path, read and written, aligned or not, synchronous and
  * asynchronous, with RAM after it, O_DIRECT: every byte right, and no
  * reference got and put on a page (a put would free it to the driver: a
- * stray free).
+ * stray free).  The CPU's copies into the pages go through
+ * pci_p2pdma_memcpy() (a kprobe counts them).
  */
+#define KP_COPY		"spin_p2pdma_copy"
+
 TEST_F_TIMEOUT(router, gpu_ais, 900)
 {
 	struct test_p2pdma_stats st0, st;
+	long long copies;
 	struct gpu gpu;
 
 	gpu_stats(_metadata, &st0);
 	gpu_open_mode(_metadata, &gpu, TEST_P2PDMA_AIS);
+	/* Every CPU copy into device memory goes through the one helper. */
+	kprobe_set(KP_COPY, NULL);
+	ASSERT_EQ(0, kprobe_set(KP_COPY, "pci_p2pdma_memcpy"));
+	copies = kprobe_hits(KP_COPY);
+	ASSERT_LE(0, copies);
 	gpu_bvec_read_on(_metadata, self, &gpu);
+	copies = kprobe_hits(KP_COPY) - copies;
+	kprobe_set(KP_COPY, NULL);
+	TH_LOG("pci_p2pdma_memcpy() called %lld times", copies);
+	/* At least a call a page for the read that was all cached. */
+	EXPECT_LE(READ_LEN / PAGE, copies);
 	gpu_bvec_write_on(_metadata, self, &gpu);
 	refill(_metadata, self);
 	gpu_bvec_unaligned_on(_metadata, self, &gpu);
@@ -2639,6 +2655,74 @@ TEST_F_TIMEOUT(router, gpu_ais, 900)
 	gpu_stats(_metadata, &st);
 	EXPECT_EQ(0, st.used);
 	EXPECT_EQ(st0.page_frees, st.page_frees);
+}
+
+/*
+ * Unbinding the driver takes its own memory back while files still hold a
+ * UVM and an AIS buffer and this process maps them, with no I/O in flight:
+ * at once (within 2 s), every page given back (TEST_P2PDMA_STATS on a file
+ * still open).  The mapping then faults with SIGBUS instead of reaching
+ * memory the driver no longer has, the files' I/O gets ENODEV, and the
+ * device binds again.
+ */
+#define GPU_DRV		"/sys/bus/pci/drivers/test_p2pdma"
+
+TEST_F_TIMEOUT(router, gpu_unbind_own_memory, 300)
+{
+	struct test_p2pdma_stats st;
+	struct test_p2pdma_rw rw = { .fd = self->fd, .len = PAGE };
+	struct gpu uvm, ais;
+	char bdf[NAME_MAX + 1] = "", path[PATH_MAX];
+	struct timespec t0, t1;
+	struct dirent *de;
+	double secs;
+	int status;
+	pid_t pid;
+	DIR *dir;
+
+	dir = opendir(GPU_DRV);
+	ASSERT_NE(NULL, dir);
+	while ((de = readdir(dir)))
+		if (strchr(de->d_name, ':'))
+			snprintf(bdf, sizeof(bdf), "%s", de->d_name);
+	closedir(dir);
+	ASSERT_NE(0, bdf[0]) TH_LOG("no device bound to test_p2pdma");
+
+	gpu_open_mode(_metadata, &uvm, TEST_P2PDMA_UVM);
+	gpu_open_mode(_metadata, &ais, TEST_P2PDMA_AIS);
+	memset(uvm.map, 0x5a, GPU_LEN);		/* every page mapped */
+	memset(ais.map, 0xa5, GPU_LEN);
+	ASSERT_EQ(PAGE, ioctl(ais.fd, TEST_P2PDMA_RW, &rw));
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	ASSERT_EQ(0, sysfs_write(GPU_DRV "/unbind", bdf));
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	secs = t1.tv_sec - t0.tv_sec + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+	ASSERT_EQ(0, ioctl(uvm.fd, TEST_P2PDMA_STATS, &st));
+	TH_LOG("unbind took %.3f s; the driver's pages in use after: %llu",
+	       secs, (unsigned long long)st.used);
+	EXPECT_GT(2.0, secs);
+	EXPECT_EQ(0, st.used);
+
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		((volatile unsigned char *)uvm.map)[0] = 1;
+		_exit(0);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGBUS)
+		TH_LOG("a store into the mapping after unbinding: status %#x",
+		       status);
+	EXPECT_EQ(-1, ioctl(ais.fd, TEST_P2PDMA_RW, &rw));
+	EXPECT_EQ(ENODEV, errno);
+
+	gpu_close(&uvm);
+	gpu_close(&ais);
+	ASSERT_EQ(0, sysfs_write("/sys/bus/pci/drivers_probe", bdf));
+	xsnprintf(path, sizeof(path), GPU_DRV "/%s", bdf);
+	ASSERT_EQ(0, access(path, F_OK)) TH_LOG("%s did not bind again", bdf);
+	ASSERT_EQ(0, access(GPU_DEV, F_OK));
 }
 
 /*

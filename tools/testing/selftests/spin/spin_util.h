@@ -593,6 +593,57 @@ static inline uint64_t xorshift64(uint64_t *s)
 
 #define TRACEFS		"/sys/kernel/tracing"
 
+/* Add (or remove) a kprobe event: a line appended to kprobe_events. */
+static inline int kprobe_event(const char *line)
+{
+	int fd = open(TRACEFS "/kprobe_events", O_WRONLY | O_APPEND);
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	n = write(fd, line, strlen(line));
+	close(fd);
+	return n == (ssize_t)strlen(line) ? 0 : -EIO;
+}
+
+/*
+ * A kprobe event @name on the entry of @symbol, enabled; or, with @symbol
+ * NULL, @name disabled and removed.  0 or -errno.
+ */
+static inline int kprobe_set(const char *name, const char *symbol)
+{
+	char path[PATH_MAX], line[256];
+
+	if (access(TRACEFS "/kprobe_events", F_OK) &&
+	    mount("tracefs", TRACEFS, "tracefs", 0, NULL))
+		return -errno;
+	snprintf(path, sizeof(path), TRACEFS "/events/kprobes/%s/enable",
+		 name);
+	if (!symbol) {
+		sysfs_write(path, "0");
+		snprintf(line, sizeof(line), "-:%s\n", name);
+		return kprobe_event(line);
+	}
+	snprintf(line, sizeof(line), "p:%s %s\n", name, symbol);
+	if (kprobe_event(line))
+		return -EIO;
+	return sysfs_write(path, "1");
+}
+
+/* The hits of kprobe event @name (kprobe_profile), or -1. */
+static inline long long kprobe_hits(const char *name)
+{
+	char buf[8192], *p;
+	long long hits;
+
+	if (sysfs_read(TRACEFS "/kprobe_profile", buf, sizeof(buf)))
+		return -1;
+	p = strstr(buf, name);
+	if (!p || sscanf(p + strlen(name), "%lld", &hits) != 1)
+		return -1;
+	return hits;
+}
+
 static inline int trace_clear(void)
 {
 	int fd = open(TRACEFS "/trace", O_WRONLY | O_TRUNC);

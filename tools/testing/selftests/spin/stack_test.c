@@ -1524,7 +1524,6 @@ TEST(nvme_multipath)
 #define MIR_REGION	(16 * MiB)
 #define FAR_SERIAL	"SPINFAR"
 #define KP_NAME		"spin_behind"
-#define KP_PROFILE	TRACEFS "/kprobe_profile"
 
 struct mir {
 	char nvme[3][NAME_MAX + 1];
@@ -2330,39 +2329,12 @@ TEST(raid10_reshape_during_writes)
 /* Hits of the kprobe on bitmap_start_behind_write(), or -1. */
 static long long behind_hits(void)
 {
-	char buf[4096], *p;
-	long long hits;
-
-	if (sysfs_read(KP_PROFILE, buf, sizeof(buf)))
-		return -1;
-	p = strstr(buf, KP_NAME);
-	if (!p || sscanf(p + strlen(KP_NAME), "%lld", &hits) != 1)
-		return -1;
-	return hits;
-}
-
-/* Add (or remove) a kprobe event: a line appended to kprobe_events. */
-static int kprobe_event(const char *line)
-{
-	int fd = open(TRACEFS "/kprobe_events", O_WRONLY | O_APPEND);
-	ssize_t n;
-
-	if (fd < 0)
-		return -errno;
-	n = write(fd, line, strlen(line));
-	close(fd);
-	return n == (ssize_t)strlen(line) ? 0 : -EIO;
+	return kprobe_hits(KP_NAME);
 }
 
 static int behind_probe(bool on)
 {
-	if (!on) {
-		sysfs_write(TRACEFS "/events/kprobes/" KP_NAME "/enable", "0");
-		return kprobe_event("-:" KP_NAME "\n");
-	}
-	if (kprobe_event("p:" KP_NAME " bitmap_start_behind_write\n"))
-		return -1;
-	return sysfs_write(TRACEFS "/events/kprobes/" KP_NAME "/enable", "1");
+	return kprobe_set(KP_NAME, on ? "bitmap_start_behind_write" : NULL);
 }
 
 /*

@@ -348,6 +348,40 @@ static const struct { bool direct; off_t off; size_t len; } lv_writes[] = {
 };
 
 /*
+ * A thin volume's blocks never written read as zeros: dm-thin fills the
+ * bio, device memory here, with the CPU, through pci_p2pdma_memset() (a
+ * kprobe counts the calls).
+ */
+#define KP_ZERO		"spin_p2pdma_zero"
+
+static void thin_zero_fill(struct __test_metadata *_metadata,
+			   FIXTURE_DATA(lvm) *self)
+{
+	const size_t len = 4 * MiB;
+	long long zeros;
+	int fd;
+	long d;
+
+	kprobe_set(KP_ZERO, NULL);
+	ASSERT_EQ(0, kprobe_set(KP_ZERO, "pci_p2pdma_memset"));
+	zeros = kprobe_hits(KP_ZERO);
+	ASSERT_LE(0, zeros);
+	fd = open(LV_DEV, O_RDONLY | O_DIRECT);
+	ASSERT_LE(0, fd);
+	memset(self->dev, 0x5a, len);
+	ASSERT_EQ((ssize_t)len, pread(fd, self->dev, len, LV_LEN - len));
+	close(fd);
+	zeros = kprobe_hits(KP_ZERO) - zeros;
+	kprobe_set(KP_ZERO, NULL);
+	for (d = 0; d < (long)len && !self->dev[d]; d++)
+		;
+	TH_LOG("unprovisioned 4 MiB read: pci_p2pdma_memset() %lld times, first non-zero byte %ld",
+	       zeros, d < (long)len ? d : -1);
+	EXPECT_EQ((long)len, d);
+	EXPECT_LT(0, zeros);
+}
+
+/*
  * O_DIRECT and routed writes from device memory, all DMAed; the volume
  * read back through RAM and into device memory (O_DIRECT and routed);
  * for mirrored volumes md's check and each raid1 leg alone.
@@ -399,6 +433,8 @@ TEST_F_TIMEOUT(lvm, dma_rw, 600)
 	TH_LOG("routed reads: p2p_bytes %lld", d.p2p_read);
 	EXPECT_LT(0, d.p2p_read);
 
+	if (!strcmp(variant->type, "thin"))
+		thin_zero_fill(_metadata, self);
 	if (variant->mirrored)
 		EXPECT_EQ(0, lv_mismatches(LV));
 	if (variant->legs) {

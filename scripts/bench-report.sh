@@ -327,7 +327,7 @@ for rig in "${rigs[@]}"; do
 					cellr(x ",spin_off"), cellr(x ",base"), on / off,
 					base ? sprintf("%.3f", on / base) : "-", 100 * s
 			}
-		}' | sort | rst_table "Ordinary buffered reads into RAM, 5 rounds, MB/s, median (min-max):" \
+		}' | sort | rst_table "Ordinary buffered reads into RAM (MB/s) and holder churn (dm_linear_200, md8_asm_stop: per second), 5 rounds, median (min-max):" \
 			test spin_on spin_off unpatched on/off on/unpatched widest_spread
 done
 } | sed 's/ *$//' >"$report"

@@ -21,15 +21,24 @@ psync, --iomem=malloc) four ways:
   rand4k_warm  4 KiB random over the cached file, 3 seconds
   seq1m_cold   1 MiB sequential, cache dropped first
   rand4k_cold  4 KiB random, cache dropped first, 3 seconds
+and, on the second rig drive, the holder churn that stacking drivers
+cost everybody (bd_link_disk_holder() and its unlink):
+  dm_linear_200  200 dm-linear devices created, then removed: devices
+                 per second
+  md8_asm_stop   an 8-member md raid0 over dm-linear slices assembled
+                 and stopped 10 times: cycles per second
 Five rounds; on a kernel with the router, each round runs the router
 on, then off.
 
 Prints one CSV line per run, no header:
 
-  regress,TEST,KERNEL,ROUND,MB/s
+  regress,TEST,KERNEL,ROUND,VALUE
 
-KERNEL being spin_on, spin_off or base (no router).  Without DIR,
-destroys the data on the first rig drive.
+VALUE being MB/s for the reads and operations per second for the
+holder rows.
+
+KERNEL being spin_on, spin_off or base (no router).  Destroys the
+data on the second rig drive, and without DIR on the first.
 USAGE
 }
 case "${1:-}" in
@@ -42,8 +51,10 @@ R=/sys/kernel/mm/p2p_router
 SIZE=128M
 
 dir=${1:-}
+# shellcheck disable=SC2046
+set -- $(grep -l '^SPINRIG' /sys/block/nvme*/device/serial | cut -d/ -f4 | sort)
+churn=/dev/${2:-}
 if [ -z "$dir" ]; then
-	set -- $(grep -l '^SPINRIG' /sys/block/nvme*/device/serial | cut -d/ -f4 | sort)
 	dir=/mnt/regress
 	mkdir -p $dir
 	mkfs.xfs -q -f "/dev/$1" && mount "/dev/$1" $dir || exit 1
@@ -66,6 +77,58 @@ regress() {
 	echo "regress,$t,$k,$round,$(fio_bw "$@")"
 }
 
+now_ns() { date +%s%N; }
+
+# rate N T0 T1: N operations between T0 and T1 (ns), per second
+rate() { awk -v n="$1" -v t="$(($3 - $2))" 'BEGIN { printf "%.0f\n", n * 1e9 / t }'; }
+
+# dm_linear_200: create 200 dm-linear devices over $churn, remove them
+dm_linear_200() {
+	t0=$(now_ns) i=0
+	while [ $i -lt 200 ]; do
+		dmsetup create --noudevsync "spinrg$i" \
+			--table "0 2048 linear $churn $((i * 2048))" || return
+		i=$((i + 1))
+	done
+	i=0
+	while [ $i -lt 200 ]; do
+		dmsetup remove --noudevsync "spinrg$i" || return
+		i=$((i + 1))
+	done
+	echo "regress,dm_linear_200,$k,$round,$(rate 200 "$t0" "$(now_ns)")"
+}
+
+# md8_asm_stop: assemble and stop an 8-member raid0 over dm-linear
+# slices of $churn, 10 times
+md8_asm_stop() {
+	members="" i=0
+	while [ $i -lt 8 ]; do
+		dmsetup create --noudevsync "spinmd$i" \
+			--table "0 131072 linear $churn $((409600 + i * 131072))" &&
+			dmsetup mknodes "spinmd$i" || return
+		members="$members /dev/mapper/spinmd$i"
+		i=$((i + 1))
+	done
+	# shellcheck disable=SC2086
+	mdadm --create /dev/md9 --run --quiet --force --level=0 \
+		--raid-devices=8 $members 2>/dev/null && mdadm --stop /dev/md9 >/dev/null 2>&1
+	t0=$(now_ns) i=0
+	while [ $i -lt 10 ]; do
+		# shellcheck disable=SC2086
+		mdadm --assemble /dev/md9 --run --quiet $members || break
+		mdadm --stop /dev/md9 >/dev/null 2>&1 || break
+		i=$((i + 1))
+	done
+	[ $i = 10 ] && echo "regress,md8_asm_stop,$k,$round,$(rate 10 "$t0" "$(now_ns)")"
+	# shellcheck disable=SC2086
+	mdadm --zero-superblock $members 2>/dev/null
+	i=0
+	while [ $i -lt 8 ]; do
+		dmsetup remove --noudevsync "spinmd$i"
+		i=$((i + 1))
+	done
+}
+
 kernels=base
 [ -w $R/enabled ] && kernels="spin_on spin_off"
 for round in 1 2 3 4 5; do
@@ -81,6 +144,7 @@ for round in 1 2 3 4 5; do
 		regress seq1m_cold --rw=read --bs=1M --invalidate=1
 		regress rand4k_cold --rw=randread --bs=4k --invalidate=1 \
 			--runtime=3 --time_based
+		[ -b "$churn" ] && { dm_linear_200; md8_asm_stop; }
 	done
 done
 [ -w $R/enabled ] && echo 1 >$R/enabled

@@ -1176,11 +1176,28 @@ TEST_F_TIMEOUT(stack_swap, reads_across_swaps, 300)
 }
 
 /*
+ * The cases without a fixture of their own: named global.*, as TEST()s
+ * are, with the time each needs (TEST() allows 30 s, too little for a
+ * debug kernel).
+ */
+FIXTURE(global) {
+	int unused;
+};
+
+FIXTURE_SETUP(global)
+{
+}
+
+FIXTURE_TEARDOWN(global)
+{
+}
+
+/*
  * A member that returns media errors (dm-dust over an NVMe drive, itself
  * P2P capable): a mirrored array retries on the other member and returns
  * the right bytes; any other stack returns EIO, never wrong data.
  */
-TEST(dust_member_errors)
+TEST_F_TIMEOUT(global, dust_member_errors, 300)
 {
 	char ns0[NAME_MAX + 1], ns1[NAME_MAX + 1];
 	char provider[SYSFS_LEN], cmd[2048];
@@ -1274,7 +1291,7 @@ TEST(dust_member_errors)
  * cannot take P2PDMA pages clears it, and so does reloading a dm table
  * onto such a device; reloading back onto NVMe sets it again.
  */
-TEST(flag_follows_members)
+TEST_F_TIMEOUT(global, flag_follows_members, 300)
 {
 	char ns0[NAME_MAX + 1], ns1[NAME_MAX + 1], loop[32], cmd[2048];
 	int fd;
@@ -1398,7 +1415,7 @@ static char *trace_during(const char *funcs, bool stacks, int (*fn)(void),
  * guest died of a stale int3 at the next tracepoint toggle, twice in two
  * runs.
  */
-TEST(holder_unlink_no_grace_period)
+TEST_F_TIMEOUT(global, holder_unlink_no_grace_period, 300)
 {
 	char ns0[NAME_MAX + 1], *trace;
 	int unlinks, syncs, ret = -1;
@@ -1463,7 +1480,7 @@ static int nvme_mpath_head(char *ns, size_t len)
  * head: the head advertises P2PDMA because both paths do, and O_DIRECT
  * through it returns the right bytes.
  */
-TEST(nvme_multipath)
+TEST_F_TIMEOUT(global, nvme_multipath, 300)
 {
 	char head[NAME_MAX + 1], ns0[NAME_MAX + 1];
 	char provider[SYSFS_LEN], path[NAME_MAX + 8];
@@ -2185,7 +2202,7 @@ static int md_members_with_bad_blocks(void)
  * wish for replacement or a bad block; md's check finds no mismatch, and
  * every leg holds the model.
  */
-TEST(mirror_reload_leg_during_writes)
+TEST_F_TIMEOUT(global, mirror_reload_leg_during_writes, 900)
 {
 	int kind;
 
@@ -2278,7 +2295,7 @@ TEST(mirror_reload_leg_during_writes)
  * check finds no mismatch and each leg left out in turn still leaves the
  * model.
  */
-TEST(raid10_reshape_during_writes)
+TEST_F_TIMEOUT(global, raid10_reshape_during_writes, 900)
 {
 	struct mir m;
 	struct mir_writer w = { .m = &m, .action = "reshape" };

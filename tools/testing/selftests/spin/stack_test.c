@@ -2078,7 +2078,7 @@ TEST_F_TIMEOUT(mirror, resync_during_writes, 600)
 	EXPECT_EQ(0, sysfs_write(MD_SYS "/sync_speed_max", "5000"));
 	EXPECT_EQ(0, sysfs_write("/proc/sys/dev/raid/speed_limit_max", limit));
 	ASSERT_EQ(0, i);
-	md_wait_action("resync", true, 50, NULL);
+	md_wait_action("resync", true, 600, NULL);
 	ASSERT_TRUE(md_action_is("resync"));
 
 	ASSERT_EQ(0, pthread_create(&w.thread, NULL, mir_writer_main, &w));
@@ -2130,7 +2130,7 @@ TEST_F_TIMEOUT(mirror, replacement_without_p2p, 300)
 		  "mdadm --quiet " MD " --add %s && mdadm --quiet " MD " --replace %s --with %s",
 		  loop, m->legs[0], loop);
 	EXPECT_EQ(0, run_cmd(cmd));
-	md_wait_action("recover", true, 50, NULL);
+	md_wait_action("recover", true, 600, NULL);
 	TH_LOG("replacing %s with %s: sync_action %s, pci_p2pdma %d",
 	       m->legs[0], loop, md_action_is("recover") ? "recover" : "?",
 	       queue_p2p(MD));

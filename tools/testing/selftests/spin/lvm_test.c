@@ -348,6 +348,39 @@ static const struct { bool direct; off_t off; size_t len; } lv_writes[] = {
 };
 
 /*
+ * Every write of lv_writes to @path, each whole: the routed ones' aligned
+ * middles DMAed, nothing refused or found unreachable.
+ */
+static void lv_writes_dma(struct __test_metadata *_metadata,
+			  FIXTURE_DATA(lvm) *self, const char *path)
+{
+	struct stats before, d;
+	size_t routed = 0;
+	unsigned int i;
+	ssize_t n;
+
+	stats_read(&before);
+	for (i = 0; i < ARRAY_SIZE(lv_writes); i++) {
+		n = lv_write(self, path, lv_writes[i].direct,
+			     lv_writes[i].off, lv_writes[i].len,
+			     self->seed + 1 + i);
+		TH_LOG("%s write of %zu at %lld: %zd (%s)",
+		       lv_writes[i].direct ? "O_DIRECT" : "routed",
+		       lv_writes[i].len, (long long)lv_writes[i].off, n,
+		       n < 0 ? strerror(errno) : "");
+		ASSERT_EQ((ssize_t)lv_writes[i].len, n);
+		if (!lv_writes[i].direct)
+			routed += lv_writes[i].len;
+	}
+	stats_delta(&before, &d);
+	TH_LOG("p2p_write_bytes %lld, cache_write_bytes %lld, fallback_eremoteio %lld, fallback_unreachable %lld",
+	       d.p2p_write, d.cache_write, d.eremote, d.unreach);
+	EXPECT_LT((long long)routed / 2, d.p2p_write);
+	EXPECT_EQ(0, d.eremote);
+	EXPECT_EQ(0, d.unreach);
+}
+
+/*
  * A thin volume's blocks never written read as zeros: dm-thin fills the
  * bio, device memory here, with the CPU, through pci_p2pdma_memset() (a
  * kprobe counts the calls).
@@ -390,10 +423,8 @@ TEST_F_TIMEOUT(lvm, dma_rw, 600)
 {
 	struct stats before, d;
 	char leg[PATH_MAX];
-	size_t routed = 0;
 	unsigned int i;
 	int fd;
-	ssize_t n;
 
 	ASSERT_EQ(0, lv_create(self, variant->type, variant->lvcreate, LV,
 			       self->pvs)) TH_LOG("lvcreate %s", variant->type);
@@ -404,26 +435,7 @@ TEST_F_TIMEOUT(lvm, dma_rw, 600)
 		TH_LOG("%s does not pass P2PDMA", LV_DEV);
 	ASSERT_EQ(0, lv_fill(self, LV_DEV));
 
-	stats_read(&before);
-	for (i = 0; i < ARRAY_SIZE(lv_writes); i++) {
-		n = lv_write(self, LV_DEV, lv_writes[i].direct,
-			     lv_writes[i].off, lv_writes[i].len,
-			     self->seed + 1 + i);
-		TH_LOG("%s write of %zu at %lld: %zd (%s)",
-		       lv_writes[i].direct ? "O_DIRECT" : "routed",
-		       lv_writes[i].len, (long long)lv_writes[i].off, n,
-		       n < 0 ? strerror(errno) : "");
-		ASSERT_EQ((ssize_t)lv_writes[i].len, n);
-		if (!lv_writes[i].direct)
-			routed += lv_writes[i].len;
-	}
-	stats_delta(&before, &d);
-	TH_LOG("p2p_write_bytes %lld, cache_write_bytes %lld, fallback_eremoteio %lld, fallback_unreachable %lld",
-	       d.p2p_write, d.cache_write, d.eremote, d.unreach);
-	/* The routed writes' aligned middles were DMAed, none refused. */
-	EXPECT_LT((long long)routed / 2, d.p2p_write);
-	EXPECT_EQ(0, d.eremote);
-	EXPECT_EQ(0, d.unreach);
+	lv_writes_dma(_metadata, self, LV_DEV);
 
 	EXPECT_EQ(-1, lv_diff_ram(self, LV_DEV));
 	EXPECT_EQ(-1, lv_diff_dev(self, LV_DEV, true));
@@ -567,10 +579,7 @@ TEST_F_TIMEOUT(far, md_raid1_over_thin_far_metadata, 600)
 {
 	FIXTURE_DATA(lvm) *l = &self->l;
 	char tmeta[NAME_MAX + 1], path[PATH_MAX], leg[PATH_MAX];
-	struct stats before, d;
-	size_t routed = 0;
 	unsigned int i;
-	ssize_t n;
 
 	ASSERT_EQ(0, run_cmdf(LVM " lvcreate -q -y -L 8m -n pool_meta " VG " /dev/%s >/dev/null",
 			      l->far));
@@ -591,24 +600,7 @@ TEST_F_TIMEOUT(far, md_raid1_over_thin_far_metadata, 600)
 	ASSERT_EQ(1, dev_p2pdma(MD));
 	ASSERT_EQ(0, lv_fill(l, MD));
 
-	stats_read(&before);
-	for (i = 0; i < ARRAY_SIZE(lv_writes); i++) {
-		n = lv_write(l, MD, lv_writes[i].direct, lv_writes[i].off,
-			     lv_writes[i].len, l->seed + 1 + i);
-		TH_LOG("%s write of %zu at %lld: %zd (%s)",
-		       lv_writes[i].direct ? "O_DIRECT" : "routed",
-		       lv_writes[i].len, (long long)lv_writes[i].off, n,
-		       n < 0 ? strerror(errno) : "");
-		ASSERT_EQ((ssize_t)lv_writes[i].len, n);
-		if (!lv_writes[i].direct)
-			routed += lv_writes[i].len;
-	}
-	stats_delta(&before, &d);
-	TH_LOG("p2p_write_bytes %lld, cache_write_bytes %lld, fallback_eremoteio %lld, fallback_unreachable %lld",
-	       d.p2p_write, d.cache_write, d.eremote, d.unreach);
-	EXPECT_LT((long long)routed / 2, d.p2p_write);
-	EXPECT_EQ(0, d.eremote);
-	EXPECT_EQ(0, d.unreach);
+	lv_writes_dma(_metadata, l, MD);
 
 	EXPECT_EQ(-1, lv_diff_ram(l, MD));
 	EXPECT_EQ(0, md_mismatches());

@@ -1033,20 +1033,30 @@ struct gpu {
 	unsigned char *map;
 };
 
-static void gpu_open(struct __test_metadata *_metadata, struct gpu *gpu)
+/*
+ * Open the driver, allocate the buffer with ioctl @req (@arg) and map it at
+ * offset @at.
+ */
+static void gpu_open_how(struct __test_metadata *_metadata, struct gpu *gpu,
+			 unsigned long req, void *arg, off_t at)
 {
-	uint64_t size = GPU_LEN;
-
 	gpu->map = NULL;
 	gpu->fd = open(GPU_DEV, O_RDWR | O_CLOEXEC);
 	ASSERT_LE(0, gpu->fd)
 		TH_LOG("%s: %s (the rig's gpu ivshmem bound to test_p2pdma)",
 		       GPU_DEV, strerror(errno));
-	ASSERT_EQ(0, ioctl(gpu->fd, TEST_P2PDMA_ALLOC, &size))
-		TH_LOG("TEST_P2PDMA_ALLOC: %s", strerror(errno));
+	ASSERT_EQ(0, ioctl(gpu->fd, req, arg))
+		TH_LOG("allocating the buffer: %s", strerror(errno));
 	gpu->map = mmap(NULL, GPU_LEN, PROT_READ | PROT_WRITE, MAP_SHARED,
-			gpu->fd, 0);
+			gpu->fd, at);
 	ASSERT_NE(MAP_FAILED, gpu->map);
+}
+
+static void gpu_open(struct __test_metadata *_metadata, struct gpu *gpu)
+{
+	uint64_t size = GPU_LEN;
+
+	gpu_open_how(_metadata, gpu, TEST_P2PDMA_ALLOC, &size, 0);
 }
 
 /*
@@ -1057,18 +1067,9 @@ static void gpu_open_mode(struct __test_metadata *_metadata, struct gpu *gpu,
 			  unsigned int mode)
 {
 	struct test_p2pdma_alloc alloc = { .size = GPU_LEN, .mode = mode };
-	off_t at = mode == TEST_P2PDMA_AIS ? TEST_P2PDMA_PFNMAP_OFFSET : 0;
 
-	gpu->map = NULL;
-	gpu->fd = open(GPU_DEV, O_RDWR | O_CLOEXEC);
-	ASSERT_LE(0, gpu->fd)
-		TH_LOG("%s: %s (the rig's gpu ivshmem bound to test_p2pdma)",
-		       GPU_DEV, strerror(errno));
-	ASSERT_EQ(0, ioctl(gpu->fd, TEST_P2PDMA_ALLOC_MODE, &alloc))
-		TH_LOG("TEST_P2PDMA_ALLOC_MODE %u: %s", mode, strerror(errno));
-	gpu->map = mmap(NULL, GPU_LEN, PROT_READ | PROT_WRITE, MAP_SHARED,
-			gpu->fd, at);
-	ASSERT_NE(MAP_FAILED, gpu->map);
+	gpu_open_how(_metadata, gpu, TEST_P2PDMA_ALLOC_MODE, &alloc,
+		     mode == TEST_P2PDMA_AIS ? TEST_P2PDMA_PFNMAP_OFFSET : 0);
 }
 
 /* The counters of the driver's own memory. */

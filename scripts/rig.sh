@@ -9,7 +9,7 @@ usage() {
 Usage: $0 [--help] [--mode test|demo|bench|shell] [--timeout SECS] [--kvm]
           [--ksft 'run_kselftest.sh args'] [--append 'kernel args']
           [--throttle BYTES_PER_SEC] [--drive-size SIZE] [--cpu MODEL]
-          [--quiet]
+          [--run NAME] [--quiet]
 
 Boots build/obj/arch/x86/boot/bzImage with build/initramfs.cpio on a
 q35 machine under TCG (--kvm probes /dev/kvm and uses it if a guest
@@ -60,6 +60,9 @@ build/run/console-early-death.log.
               host disk)
   --cpu       the TCG CPU model (default: max in test mode,
               max,-smap otherwise; --kvm, when KVM works, uses host)
+  --run       keep this boot's logs in build/run/NAME/ instead of
+              build/run/<mode>/ (one directory per boot of a suite
+              split across boots)
   --quiet     do not copy the console to the terminal
 
   SPIN_DEBUG=1  boot the debug kernel (build/obj-debug); logs go to
@@ -68,7 +71,7 @@ USAGE
 }
 
 top=$(cd "$(dirname "$0")/.." && pwd)
-mode=shell timeout=0 kvm=0 ksft="" append="" throttle=0 quiet=0 drive_size=1G cpu=""
+mode=shell timeout=0 kvm=0 ksft="" append="" throttle=0 quiet=0 drive_size=1G cpu="" name=""
 while [ $# -gt 0 ]; do
 	case "$1" in
 	-h|--help) usage; exit 0 ;;
@@ -81,6 +84,7 @@ while [ $# -gt 0 ]; do
 	--throttle) throttle=$2; shift ;;
 	--drive-size) drive_size=$2; shift ;;
 	--cpu) cpu=$2; shift ;;
+	--run) name=$2; shift ;;
 	*) usage >&2; exit 2 ;;
 	esac
 	shift
@@ -98,7 +102,8 @@ for f in "$kernel" "$initrd"; do
 	[ -f "$f" ] || { echo "rig: $f missing (make kernel initramfs)" >&2; exit 1; }
 done
 
-run=$top/build/run/$mode$sfx
+case "$name" in */*|.|..) echo "rig: bad run name '$name'" >&2; exit 2 ;; esac
+run=$top/build/run/${name:-$mode$sfx}
 rm -rf "$run"
 mkdir -p "$run"
 shm=/dev/shm/spin-rig-$$

@@ -8,27 +8,31 @@ set -euo pipefail
 usage() {
 	cat <<USAGE
 Usage: $0 [--help] [--timeout SECS] [--ksft 'run_kselftest.sh args']
-          [--judge DIR] [RIG-ARGS...]
+          [--run NAME] [--judge DIR] [RIG-ARGS...]
 
 Boots the rig (scripts/rig.sh --mode test), where run_kselftest.sh runs
 the spin suite and writes TAP to the second serial port.  Then:
   - prints every test case's result line from the TAP,
   - ends with 'N passed, N failed, N skipped, N xfail',
   - exits non-zero if any test failed, a test program failed, skipped
-    or timed out, a test case skipped for a reason that is not in the
+    or timed out, a program that ran (all of them, unless --ksft names
+    some with -t) reported fewer or more cases than
+    tools/testing/selftests/spin/case-counts says, a test case skipped for a reason that is not in the
     allow-list (tools/testing/selftests/spin/skip-allowlist: test name,
     skip reason and why), an XFAIL names no issue ("#NN") in its
     message, a test passed that was marked XFAIL (XPASS), the run did
     not finish (guest hang: SECS, default 2400), the guest panicked, or
     the console shows BUG:, WARNING:, Oops, a KASAN, KFENCE, UBSAN or
     lockdep report, a hung task, or a taint.
+  --run NAME   logs in build/run/NAME/ (a suite split across boots
+               keeps each boot's logs)
   --judge DIR  boot nothing: judge the tap.log and console.log of an
                earlier run in DIR (after editing the allow-list, say)
 A guest that dies of a stale int3 (the first Oops is "Oops: int3" at a
 site that no longer holds one and where vmlinux holds none: a TCG
 hazard of text patching, see the comment at stale_int3) is booted once
 more and the suite run again; its console is kept in
-build/run/console-stale-int3.log (-debug.log with SPIN_DEBUG=1).
+build/run/console-stale-int3-<run directory>.log.
 Logs stay in build/run/test/ (console.log, tap.log, summary).
 SPIN_DEBUG=1 runs the debug kernel; logs in build/run/test-debug/.
 USAGE
@@ -36,17 +40,45 @@ USAGE
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 allow=tools/testing/selftests/spin/skip-allowlist
-timeout=2400 judge="" rig=()
+counts=tools/testing/selftests/spin/case-counts
+timeout=2400 judge="" name="" rig=()
 while [ $# -gt 0 ]; do
 	case "$1" in
 	-h|--help) usage; exit 0 ;;
 	--timeout) timeout=$2; shift ;;
 	--judge) judge=$2; shift ;;
+	--run) name=$2; rig+=(--run "$2"); shift ;;
 	*) rig+=("$1") ;;
 	esac
 	shift
 done
-[ -f "$top/$allow" ] || { echo "run-tests: $allow missing" >&2; exit 1; }
+for f in "$allow" "$counts"; do
+	[ -f "$top/$f" ] || { echo "run-tests: $f missing" >&2; exit 1; }
+done
+# The programs this run must report on: those --ksft names with -t
+# (a boot of the suite split across boots), else all of them.  Per-program
+# arguments (KSELFTEST_<PROG>_ARGS in --append) pick cases: no count then.
+# run_kselftest.sh's -s and -p send the results elsewhere than the TAP,
+# -l and -d run nothing: no count then either.  --judge takes both from
+# the kernel command line the run was booted with.
+want="" count=1
+args=("${rig[@]}")
+if [ -n "$judge" ] && [ -r "$judge/qemu-cmdline" ]; then
+	args+=(--ksft "$(sed -n 's/.*spin_ksft="\([^"]*\)".*/\1/p' "$judge/qemu-cmdline")")
+	grep -q 'KSELFTEST_[A-Z0-9_]*_ARGS=' "$judge/qemu-cmdline" && count=0
+fi
+for ((i = 0; i < ${#args[@]}; i++)); do
+	case "${args[i]}" in
+	--ksft)
+		for a in ${args[i + 1]:-}; do
+			case "$a" in
+			spin:*) want+=" ${a#spin:}" ;;
+			-s|--summary|-p|--per-test-log|-l|--list|-d|--dry-run) count=0 ;;
+			esac
+		done ;;
+	*KSELFTEST_*_ARGS=*) count=0 ;;
+	esac
+done
 
 # The first Oops in console $1: from its "Oops" line to the end of its
 # trace, other CPUs' lines included (so not before its Code: line: an
@@ -117,8 +149,8 @@ stale_int3() {
 if [ -n "$judge" ]; then
 	run=$(cd "$judge" && pwd) rc=0
 else
-	run=$top/build/run/test$([ "${SPIN_DEBUG:-0}" = 1 ] && echo -debug || true)
-	kept=${run%/*}/console-stale-int3${run##*/test}.log
+	run=$top/build/run/${name:-test$([ "${SPIN_DEBUG:-0}" = 1 ] && echo -debug || true)}
+	kept=${run%/*}/console-stale-int3-${run##*/}.log
 	rm -f "$kept"
 	for attempt in 1 2; do
 		set +e
@@ -139,7 +171,8 @@ tr -d '\r' <"$tap" >"$tap.clean"
 # Nested TAP of the harness ("# ok 3 fixture.variant.test # SKIP reason")
 # and the runner's own lines ("not ok 2 selftests: spin: x # TIMEOUT",
 # "ok 2 selftests: spin: x # SKIP").  The allow-list is read first.
-awk -v allow="$top/$allow" -v name="$allow" '
+awk -v allow="$top/$allow" -v name="$allow" -v counts="$top/$counts" \
+    -v cname="$counts" -v want="$want" -v count="$count" '
 function trim(s) { sub(/^[ \t]+/, "", s); sub(/[ \t]+$/, "", s); return s }
 # A "*" in the pattern stands for one whole dot-separated part.
 function name_matches(pat, test,   p, t, i, n) {
@@ -164,6 +197,18 @@ function bad(line, why) {
 	nbad++
 	badline[nbad] = line "  (" why ")"
 }
+FILENAME == counts {
+	if ($0 ~ /^[ \t]*(#|$)/)
+		next
+	if (NF != 2 || $2 !~ /^[0-9]+$/) {
+		bad(cname ":" FNR ": " $0, "entries are PROGRAM CASES")
+		next
+	}
+	ncount++
+	cprog[ncount] = $1
+	ccases[$1] = $2
+	next
+}
 FILENAME == allow {
 	if ($0 ~ /^[ \t]*(#|$)/)
 		next
@@ -177,7 +222,9 @@ FILENAME == allow {
 	areason[nallow] = trim(f[2])
 	next
 }
+/^# selftests: spin: / { prog = $4; ran[prog] = 1; next }
 /^# (not )?ok [0-9]+ / {
+	cases[prog]++
 	line = substr($0, 3)
 	if (line ~ /^not ok/) { failed++; print "FAIL  " line; next }
 	rest = line
@@ -204,6 +251,22 @@ FILENAME == allow {
 /^not ok [0-9]+ selftests: / { progfail++; print "FAIL  " $0 }
 /^ok [0-9]+ selftests: .* # SKIP/ { bad($0, "a whole test program skipped") }
 END {
+	if (count) {
+		n = split(want, w, " ")
+		if (!n)
+			for (i = 1; i <= ncount; i++)
+				w[++n] = cprog[i]
+		for (i = 1; i <= n; i++) {
+			p = w[i]
+			if (!(p in ccases))
+				bad(p, "no case count in " cname)
+			else if (cases[p] + 0 != ccases[p])
+				bad(p, sprintf("reported %d cases, %s says %d", cases[p], cname, ccases[p]))
+		}
+		for (p in ran)
+			if (!(p in ccases))
+				bad(p, "no case count in " cname)
+	}
 	if (nbad) {
 		printf "run-tests: %d result(s) failed the run by rule:\n", nbad
 		for (i = 1; i <= nbad; i++)
@@ -212,7 +275,7 @@ END {
 	printf "%d passed, %d failed, %d skipped, %d xfail\n", passed,
 	       failed + progfail, skipped, xfail
 	exit (failed + progfail) ? 1 : 0
-}' "$top/$allow" "$tap.clean" >"$run/summary" || true
+}' "$top/$counts" "$top/$allow" "$tap.clean" >"$run/summary" || true
 
 bad=0
 summary=$(tail -n 1 "$run/summary")

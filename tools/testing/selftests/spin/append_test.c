@@ -155,7 +155,7 @@ static void check_file(struct __test_metadata *_metadata,
 
 	fd = open(PATH, O_RDONLY);
 	ASSERT_LE(0, fd);
-	memset(self->dev, 0, len);
+	memset(self->dev, POISON, len);
 	ASSERT_EQ((ssize_t)len, pread(fd, self->dev, len, off));
 	close(fd);
 	EXPECT_EQ(-1, first_diff(self->dev, self->model + off, len));
@@ -165,7 +165,8 @@ static void check_file(struct __test_metadata *_metadata,
  * Append @len bytes, at @off into device memory, with @how ("pwrite" at
  * the model's size, "o_append" through an O_APPEND descriptor at offset 0,
  * "rwf_append" with RWF_APPEND at offset 0, "dsync" through an O_APPEND |
- * O_DSYNC descriptor), and account for it in the model.  @pos is where
+ * O_DSYNC descriptor, "rwf_dsync" with RWF_APPEND | RWF_DSYNC at offset 0),
+ * and account for it in the model.  @pos is where
  * the write goes, for "pwrite" (the size, or past it).
  */
 static void append(struct __test_metadata *_metadata,
@@ -192,6 +193,8 @@ static void append(struct __test_metadata *_metadata,
 	stats_read(&before);
 	if (!strcmp(how, "rwf_append"))
 		n = pwritev2(fd, &iov, 1, 0, RWF_APPEND);
+	else if (!strcmp(how, "rwf_dsync"))
+		n = pwritev2(fd, &iov, 1, 0, RWF_APPEND | RWF_DSYNC);
 	else if (!strcmp(how, "pwrite"))
 		n = pwrite(fd, iov.iov_base, len, pos);
 	else
@@ -282,33 +285,42 @@ TEST_F_TIMEOUT(append, rwf_append, 120)
 }
 
 /*
- * O_APPEND | O_DSYNC, twice: each write is on the drive when it returns,
- * head, DMAed middle and tail, as an O_DIRECT read (which reports nothing
- * from the page cache it cannot see) shows before anything else syncs.
+ * O_APPEND | O_DSYNC twice, then RWF_APPEND | RWF_DSYNC: each write is on
+ * the drive when it returns, head, DMAed middle and tail, and so is the
+ * size.  Nothing else syncs: a power cut right after them
+ * (power_cut_remount()) must keep every byte, and must lose a buffered
+ * append from RAM made just before it (the premise: the cut loses what
+ * was not made durable).
  */
 TEST_F_TIMEOUT(append, dsync, 120)
 {
-	unsigned char *buf;
-	off_t pos, end;
+	static const char *const hows[] = { "dsync", "dsync", "rwf_dsync" };
+	char late[4096 + 333];	/* into a block nothing allocated */
+	struct stat st;
+	off_t pos;
 	struct stats d;
 	int i, fd;
 
-	for (i = 0; i < 2; i++) {
+	for (i = 0; i < 3; i++) {
 		pos = self->size;
-		append(_metadata, self, "dsync", pos, pos & (PAGE - 1),
+		append(_metadata, self, hows[i], pos, pos & (PAGE - 1),
 		       MiB + 333 * (i + 1), &d);
 		EXPECT_EQ(dma_part(pos, MiB + 333 * (i + 1)), d.p2p);
 		EXPECT_LT(0, d.p2p);
 	}
-	/* The size is on disk too: what O_DIRECT reads up to the end. */
-	end = (self->size + PAGE - 1) & ~(off_t)(PAGE - 1);
-	ASSERT_EQ(0, posix_memalign((void **)&buf, PAGE, end));
-	fd = open(PATH, O_RDONLY | O_DIRECT);
+	fd = open(PATH, O_WRONLY | O_APPEND);
 	ASSERT_LE(0, fd);
-	EXPECT_EQ(self->size, pread(fd, buf, end, 0));
-	close(fd);
-	EXPECT_EQ(-1, first_diff(buf, self->model, self->size));
-	free(buf);
+	memset(late, 0x77, sizeof(late));
+	ASSERT_EQ((ssize_t)sizeof(late), write(fd, late, sizeof(late)));
+	ASSERT_EQ(0, fstat(fd, &st));
+	ASSERT_EQ(0, close(fd));
+	ASSERT_EQ(self->size + (off_t)sizeof(late), st.st_size);
+
+	ASSERT_EQ(0, power_cut_remount(variant->fs, self->ns, MNT));
+	ASSERT_EQ(0, stat(PATH, &st));
+	ASSERT_EQ(self->size, st.st_size)
+		TH_LOG("after the power cut: %lld bytes, the O_DSYNC/RWF_DSYNC appends end at %lld",
+		       (long long)st.st_size, (long long)self->size);
 	check_file(_metadata, self);
 }
 
@@ -418,8 +430,9 @@ TEST_F_TIMEOUT(append, racing_appender, 300)
 	a[0].rnd = self->seed | 1;
 	a[1].rnd = ~self->seed | 1;
 	stats_read(&before);
-	for (i = 0; i < 2; i++)
+	for (i = 0; i < 2; i++) {
 		ASSERT_EQ(0, pthread_create(&t[i], NULL, appender, &a[i]));
+	}
 	for (i = 0; i < 2; i++)
 		pthread_join(t[i], NULL);
 	stats_delta(&before, &d);

@@ -33,7 +33,6 @@
 #define FILE_SIZE	(8 * MiB + 123)
 #define MAP_LEN		(4 * MiB)
 #define MNT		"/mnt/spin-hostile"
-#define POISON		0xa5
 #define NOBODY		65534
 
 FIXTURE(hostile) {

@@ -43,7 +43,8 @@
 #define CG_ROOT		"/sys/fs/cgroup"
 #define CG		CG_ROOT "/spin-lifecycle"
 #define CG_MAX		(16 * MiB)
-#define POISON		0xa5
+#define CG_IO		CG_ROOT "/spin-lifecycle-io"
+#define SLOW_BPS	"33554432"	/* an 8 MiB read takes 250 ms */
 #define EXIT_SIGBUS	42
 
 FIXTURE(lifecycle) {
@@ -55,7 +56,11 @@ FIXTURE(lifecycle) {
 	uint64_t seed, rng;
 	int fd;
 	bool mounted;
+	bool throttled;		/* in CG_IO: throttle_leave() */
+	pid_t child;		/* a reader to kill and reap at teardown */
 };
+
+static void throttle_leave(FIXTURE_DATA(lifecycle) *self);
 
 FIXTURE_SETUP(lifecycle)
 {
@@ -97,6 +102,11 @@ FIXTURE_SETUP(lifecycle)
 
 FIXTURE_TEARDOWN(lifecycle)
 {
+	if (self->child > 0) {
+		kill(self->child, SIGKILL);
+		waitpid(self->child, NULL, 0);
+	}
+	throttle_leave(self);
 	if (self->fd >= 0)
 		close(self->fd);
 	free(self->ref);
@@ -161,6 +171,7 @@ struct racer {
 	off_t off;
 	ssize_t ret;
 	int err;
+	pid_t tid;		/* __atomic */
 };
 
 static void *racer_read(void *arg)
@@ -168,6 +179,7 @@ static void *racer_read(void *arg)
 	struct racer *r = arg;
 
 	posix_fadvise(r->fd, r->off, READ_LEN, POSIX_FADV_DONTNEED);
+	__atomic_store_n(&r->tid, gettid(), __ATOMIC_RELEASE);
 	errno = 0;
 	r->ret = pread(r->fd, r->dst, READ_LEN, r->off);
 	r->err = errno;
@@ -175,17 +187,69 @@ static void *racer_read(void *arg)
 }
 
 /*
- * Another thread unmaps the destination while a cold pread() is DMAing
- * into it.  The read completes, comes back short or fails with EFAULT;
- * the pages it pinned go back to the provider when it is done.
+ * This process into a cgroup whose io.max holds reads of /dev/@ns at
+ * SLOW_BPS, so that a read stays in flight long enough to be met; 0 or
+ * -errno.  throttle_leave() takes it out again.
+ */
+static int throttle_enter(FIXTURE_DATA(lifecycle) *self, const char *ns)
+{
+	char path[NAME_MAX + sizeof("/dev/")], line[96];
+	struct stat st;
+
+	if (access(CG_ROOT "/cgroup.subtree_control", F_OK) &&
+	    mount("cgroup2", CG_ROOT, "cgroup2", 0, NULL))
+		return -errno;
+	if (sysfs_write(CG_ROOT "/cgroup.subtree_control", "+io"))
+		return -EIO;
+	if (mkdir(CG_IO, 0755) && errno != EEXIST)
+		return -errno;
+	snprintf(path, sizeof(path), "/dev/%s", ns);
+	if (stat(path, &st))
+		return -errno;
+	snprintf(line, sizeof(line), "%u:%u rbps=%s", major(st.st_rdev),
+		 minor(st.st_rdev), SLOW_BPS);
+	if (sysfs_write(CG_IO "/io.max", line))
+		return -EIO;
+	snprintf(line, sizeof(line), "%d", getpid());
+	self->throttled = true;
+	return sysfs_write(CG_IO "/cgroup.procs", line);
+}
+
+/*
+ * Out of the throttling cgroup, and the drive's throttled reads
+ * forgotten: what the router learned of them (a drive at SLOW_BPS) would
+ * otherwise steer the cases after this one.
+ */
+static void throttle_leave(FIXTURE_DATA(lifecycle) *self)
+{
+	char line[32];
+
+	if (!self->throttled)
+		return;
+	snprintf(line, sizeof(line), "%d", getpid());
+	sysfs_write(CG_ROOT "/cgroup.procs", line);
+	rmdir(CG_IO);
+	router_learned_reset();
+	self->throttled = false;
+}
+
+/*
+ * Another thread unmaps the destination while a cold pread() waits for
+ * its I/O (io.max holds the drive's reads, and the munmap() waits until
+ * the reader sleeps in D state, so it meets a read in flight).  The read
+ * completes, comes back short or fails with EFAULT; the pages it pinned
+ * go back to the provider when it is done.
  */
 TEST_F_TIMEOUT(lifecycle, munmap_during_read, 300)
 {
-	int round, whole = 0, shrt = 0, efault = 0;
+	int round, whole = 0, shrt = 0, efault = 0, met = 0, i;
+	long long routed0 = router_stat("routed_reads");
 
+	ASSERT_EQ(0, throttle_enter(self, self->ns)) TH_LOG("no cgroup v2 io.max");
 	for (round = 0; round < 30; round++) {
 		struct racer r = { .fd = self->fd };
 		pthread_t tid;
+		pid_t t;
 
 		r.off = xorshift64(&self->rng) % (FILE_SIZE / READ_LEN) *
 			READ_LEN;
@@ -193,8 +257,15 @@ TEST_F_TIMEOUT(lifecycle, munmap_during_read, 300)
 		ASSERT_NE(NULL, r.dst);
 		memset(r.dst, POISON, READ_LEN);
 		ASSERT_EQ(0, pthread_create(&tid, NULL, racer_read, &r));
-		/* A cold 8 MiB read takes a few ms in the rig. */
-		sleep_us(xorshift64(&self->rng) % 4000);
+		for (i = 0; i < 2000; i++) {
+			t = __atomic_load_n(&r.tid, __ATOMIC_ACQUIRE);
+			if (t && task_state(t) == 'D')
+				break;
+			sleep_us(500);
+		}
+		/* Later rounds at another point of the read. */
+		sleep_us(xorshift64(&self->rng) % 100000);
+		met += t && task_state(t) == 'D';
 		ASSERT_EQ(0, munmap(r.dst, READ_LEN));
 		ASSERT_EQ(0, pthread_join(tid, NULL));
 		if (r.ret == (ssize_t)READ_LEN) {
@@ -206,7 +277,12 @@ TEST_F_TIMEOUT(lifecycle, munmap_during_read, 300)
 			efault++;
 		}
 	}
-	TH_LOG("30 rounds: %d whole, %d short, %d EFAULT", whole, shrt, efault);
+	throttle_leave(self);
+	TH_LOG("30 rounds: %d whole, %d short, %d EFAULT; %d unmaps met the reader waiting on I/O; %lld routed reads",
+	       whole, shrt, efault, met, router_stat("routed_reads") - routed0);
+	/* The premise: the unmaps met reads in flight, and the router's. */
+	ASSERT_LE(15, met);
+	ASSERT_LE(30, router_stat("routed_reads") - routed0);
 	check_after(_metadata, self);
 }
 
@@ -234,12 +310,15 @@ reader_loop(FIXTURE_DATA(lifecycle) *self, unsigned char *dst, int secs)
 
 /*
  * A reader is killed with SIGKILL in the middle of its reads: its device
- * memory comes back once it is gone, whatever the read was doing.
+ * memory comes back once it is gone, whatever the read was doing.  The
+ * reads are held by io.max, and the kill waits until the reader sleeps
+ * on one (D state), so it meets a read in flight.
  */
 TEST_F_TIMEOUT(lifecycle, killed_mid_read, 300)
 {
-	int round, status;
+	int round, status, i, met = 0;
 
+	ASSERT_EQ(0, throttle_enter(self, self->ns)) TH_LOG("no cgroup v2 io.max");
 	for (round = 0; round < 10; round++) {
 		pid_t pid = fork();
 
@@ -252,9 +331,15 @@ TEST_F_TIMEOUT(lifecycle, killed_mid_read, 300)
 				_exit(12);
 			reader_loop(self, dst, 60);
 		}
+		self->child = pid;
+		/* Past the first reads, then into one in flight. */
 		sleep_us(50000 + xorshift64(&self->rng) % 200000);
+		for (i = 0; i < 2000 && task_state(pid) != 'D'; i++)
+			sleep_us(500);
+		met += task_state(pid) == 'D';
 		ASSERT_EQ(0, kill(pid, SIGKILL));
 		ASSERT_EQ(pid, waitpid(pid, &status, 0));
+		self->child = 0;
 		ASSERT_TRUE(WIFSIGNALED(status))
 			TH_LOG("round %d: the reader exited %d (1: wrong bytes)",
 			       round, WEXITSTATUS(status));
@@ -262,6 +347,10 @@ TEST_F_TIMEOUT(lifecycle, killed_mid_read, 300)
 		ASSERT_EQ(self->avail0,
 			  wait_available(self->provider, self->avail0));
 	}
+	throttle_leave(self);
+	TH_LOG("10 kills, %d of them of a reader waiting on I/O", met);
+	/* The premise: the kills met reads in flight. */
+	ASSERT_LE(5, met);
 	check_after(_metadata, self);
 }
 
@@ -340,16 +429,19 @@ static void provider_back(struct __test_metadata *_metadata,
 /*
  * Takes the provider away (@remove: through sysfs, else by unbinding its
  * driver) while a child reads into its memory, checks what the child
- * saw, and brings the provider back; three times, at random moments.
+ * saw, and brings the provider back; three times, at random moments of a
+ * read in flight (io.max holds the reads, and the removal waits until the
+ * child sleeps on one, in D state).
  */
 static void provider_goes_away(struct __test_metadata *_metadata,
 			       FIXTURE_DATA(lifecycle) *self, bool remove)
 {
 	char path[PATH_MAX], c;
 	struct timespec t0, t1;
-	int pipefd[2], status, round;
+	int pipefd[2], status, round, i, met = 0;
 	pid_t pid;
 
+	ASSERT_EQ(0, throttle_enter(self, self->ns)) TH_LOG("no cgroup v2 io.max");
 	for (round = 0; round < 3; round++) {
 		ASSERT_EQ(0, pipe(pipefd));
 		pid = fork();
@@ -358,11 +450,15 @@ static void provider_goes_away(struct __test_metadata *_metadata,
 			close(pipefd[0]);
 			removal_child(self, pipefd[1]);
 		}
+		self->child = pid;
 		close(pipefd[1]);
 		/* The child has done two reads and is starting a third. */
 		ASSERT_EQ(1, read(pipefd[0], &c, 1));
 		close(pipefd[0]);
+		for (i = 0; i < 2000 && task_state(pid) != 'D'; i++)
+			sleep_us(500);
 		sleep_us(xorshift64(&self->rng) % 100000);
+		met += task_state(pid) == 'D';
 
 		clock_gettime(CLOCK_MONOTONIC, &t0);
 		if (remove) {
@@ -379,6 +475,7 @@ static void provider_goes_away(struct __test_metadata *_metadata,
 		       (t1.tv_nsec - t0.tv_nsec) / 1000000);
 
 		ASSERT_EQ(pid, waitpid(pid, &status, 0));
+		self->child = 0;
 		ASSERT_TRUE(WIFEXITED(status));
 		EXPECT_EQ(EXIT_SIGBUS, WEXITSTATUS(status))
 			TH_LOG("child exited %d (1 wrong bytes, 2 no SIGBUS, 3 no removal)",
@@ -397,6 +494,10 @@ static void provider_goes_away(struct __test_metadata *_metadata,
 		provider_back(_metadata, self);
 		check_after(_metadata, self);
 	}
+	throttle_leave(self);
+	TH_LOG("3 rounds, %d of them with the child waiting on a read", met);
+	/* The premise: the removals met reads in flight. */
+	ASSERT_LE(2, met);
 }
 
 static bool has_memory_controller(void)

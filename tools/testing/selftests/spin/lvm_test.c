@@ -308,7 +308,7 @@ static long lv_diff_dev(FIXTURE_DATA(lvm) *self, const char *path,
 	if (!direct)
 		drop_caches();
 	for (off = 0; off < (off_t)REGION; off += 4 * MiB) {
-		memset(self->dev, 0, 4 * MiB);
+		memset(self->dev, POISON, 4 * MiB);
 		if (pread(fd, self->dev, 4 * MiB, off) != (ssize_t)(4 * MiB)) {
 			close(fd);
 			return -3;
@@ -428,8 +428,9 @@ TEST_F_TIMEOUT(lvm, dma_rw, 600)
 
 	ASSERT_EQ(0, lv_create(self, variant->type, variant->lvcreate, LV,
 			       self->pvs)) TH_LOG("lvcreate %s", variant->type);
-	if (variant->mirrored)
+	if (variant->mirrored) {
 		ASSERT_EQ(0, lv_wait_idle(LV)) TH_LOG("no initial sync");
+	}
 	/* The premise: the volume passes P2PDMA. */
 	ASSERT_EQ(1, dev_p2pdma(LV_DEV))
 		TH_LOG("%s does not pass P2PDMA", LV_DEV);
@@ -545,28 +546,6 @@ static int lv_kname(const char *lv, char *buf, size_t len)
 	return ret || !buf[0] ? -1 : 0;
 }
 
-/* md's check of md0 to the end: its mismatch_cnt, or -1. */
-static long long md_mismatches(void)
-{
-	char action[32] = "";
-	long long cnt;
-	int i;
-
-	if (sysfs_write(MD_SYS "/sync_action", "check"))
-		return -1;
-	usleep(200000);
-	for (i = 0; i < 3000; i++) {
-		if (!sysfs_read(MD_SYS "/sync_action", action,
-				sizeof(action)) &&
-		    !strncmp(action, "idle", 4))
-			break;
-		usleep(100000);
-	}
-	if (strncmp(action, "idle", 4))
-		return -1;
-	return sysfs_read_ll(MD_SYS "/mismatch_cnt", &cnt) ? -1 : cnt;
-}
-
 /*
  * md raid1 over two thin volumes of one pool whose data sits on a rig
  * drive and whose metadata sits on SPINFAR0, which cannot reach the
@@ -587,9 +566,10 @@ TEST_F_TIMEOUT(far, md_raid1_over_thin_far_metadata, 600)
 			      l->ns[0]));
 	/* Its warnings (no spare, metadata wiped) would read as the kernel's. */
 	ASSERT_EQ(0, run_cmd(LVM " lvconvert -q -y --type thin-pool --poolmetadataspare n --poolmetadata " VG "/pool_meta " VG "/pool >/tmp/lvconvert.log 2>&1 || { tr A-Z a-z </tmp/lvconvert.log >&2; false; }"));
-	for (i = 0; i < 2; i++)
+	for (i = 0; i < 2; i++) {
 		ASSERT_EQ(0, run_cmdf(LVM " lvcreate -q -y --type thin -V %lum -n t%u " VG "/pool >/dev/null",
 				      LV_LEN / MiB, i));
+	}
 	/* The premise: the pool's metadata device is on SPINFAR0. */
 	ASSERT_EQ(0, lv_kname("pool_tmeta", tmeta, sizeof(tmeta)));
 	xsnprintf(path, sizeof(path), "/sys/block/%s/slaves/%s", tmeta,
@@ -603,7 +583,7 @@ TEST_F_TIMEOUT(far, md_raid1_over_thin_far_metadata, 600)
 	lv_writes_dma(_metadata, l, MD);
 
 	EXPECT_EQ(-1, lv_diff_ram(l, MD));
-	EXPECT_EQ(0, md_mismatches());
+	EXPECT_EQ(0, md_check(MD_SYS));
 	for (i = 0; i < 2; i++) {
 		xsnprintf(leg, sizeof(leg), "/dev/mapper/" VG "-t%u", i);
 		EXPECT_EQ(-1, lv_diff_ram(l, leg)) TH_LOG("thin leg %u", i);

@@ -33,7 +33,6 @@
  * Every read is compared byte for byte with the pattern written.
  */
 #define _GNU_SOURCE
-#define SPIN_LEARNS
 #include <sys/sysmacros.h>
 
 #include "../kselftest_harness.h"
@@ -66,7 +65,6 @@ FIXTURE(model) {
 	unsigned char *dev;
 	unsigned char *ref;
 	struct router_knobs knobs;
-	char learn[16];
 	bool knobs_saved;
 	bool in_cgroup;
 };
@@ -226,7 +224,6 @@ FIXTURE_SETUP(model)
 	ASSERT_NE(NULL, self->dev);
 
 	ASSERT_EQ(0, router_knobs_save(&self->knobs));
-	ASSERT_EQ(0, sysfs_read(P2P_LEARN, self->learn, sizeof(self->learn)));
 	self->knobs_saved = true;
 	/* The documented defaults, and no P-readahead to take the reads. */
 	ASSERT_EQ(0, router_knobs_default(0));
@@ -242,7 +239,6 @@ FIXTURE_TEARDOWN(model)
 	cgroup_leave(self);
 	if (self->knobs_saved) {
 		EXPECT_EQ(0, model_reset(self));
-		EXPECT_EQ(0, sysfs_write(P2P_LEARN, self->learn));
 		EXPECT_EQ(0, router_knobs_restore(&self->knobs));
 	}
 	if (self->dev)

@@ -56,7 +56,6 @@
 #define PAGE		(4 * KiB)
 #define REQ		(16 * KiB)	/* the usual request */
 #define SLACK_KB	512		/* what the partition may overshoot its cap by */
-#define POISON		0xa5
 #define MNT		"/mnt/spin-readahead"
 
 /* The counters the tests look at, in one struct, so that they can take deltas. */
@@ -489,7 +488,7 @@ static long seq_read(struct __test_metadata *_metadata,
 static long ram_diff(FIXTURE_DATA(readahead) *self, int fd, off_t off,
 		     size_t len, uint64_t seed)
 {
-	memset(self->ram, 0, len);
+	memset(self->ram, POISON, len);
 	if (pread(fd, self->ram, len, off) != (ssize_t)len)
 		return -2;
 	pattern_fill(self->ref, len, off, seed);
@@ -654,8 +653,9 @@ TEST_F_TIMEOUT(readahead, partition_before_normal, 300)
 	ASSERT_EQ(0, set_ra_kb(DEFAULT_RA_KB));
 
 	/* N: read into RAM twice, so that it is referenced. */
-	for (i = 0; i < 2; i++)
+	for (i = 0; i < 2; i++) {
 		ASSERT_EQ(-1, ram_diff(self, fd_n, 0, len, seed_n));
+	}
 	/* P: read into device memory, into the partition. */
 	stats_read(&before);
 	ASSERT_EQ(len / REQ, seq_read(_metadata, self, self->fd, 0, len, REQ,

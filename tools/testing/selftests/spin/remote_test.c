@@ -70,7 +70,6 @@
 
 #define DATA_SIZE	(8 * MiB + 3 * 4 * KiB + 100)	/* odd on purpose */
 #define MAP_LEN		(8 * MiB)
-#define POISON		0xa5
 
 /* queue/pci_p2pdma of a block device by name ("nvme2n1"), or -1 */
 static int queue_p2p(const char *ns)
@@ -992,7 +991,7 @@ TEST_F_TIMEOUT(remote, odirect_write, 300)
 	pattern_fill(ram, len, off, self->seed + 9);
 	ASSERT_EQ((ssize_t)len, pwrite(self->fd, ram, len, off));
 	ASSERT_EQ(0, fsync(self->fd));
-	memset(ram, 0, len);
+	memset(ram, POISON, len);
 	ASSERT_EQ((ssize_t)len, pread(self->fd, ram, len, off));
 	pattern_fill(self->model + off, len, off, self->seed + 9);
 	ASSERT_EQ(-1, first_diff(ram, self->model + off, len));

@@ -105,6 +105,7 @@ struct router_knobs {
 	char copy_from[32];
 	char cost_ns[256];
 	char ra_kb[32];
+	char learn[16];
 };
 
 static inline int router_knobs_save(struct router_knobs *k)
@@ -113,7 +114,8 @@ static inline int router_knobs_save(struct router_knobs *k)
 	    sysfs_read(P2P_COPY_MBPS, k->copy_mbps, sizeof(k->copy_mbps)) ||
 	    sysfs_read(P2P_COPY_FROM, k->copy_from, sizeof(k->copy_from)) ||
 	    sysfs_read(P2P_COST_NS, k->cost_ns, sizeof(k->cost_ns)) ||
-	    sysfs_read(P2P_RA_KB, k->ra_kb, sizeof(k->ra_kb)))
+	    sysfs_read(P2P_RA_KB, k->ra_kb, sizeof(k->ra_kb)) ||
+	    sysfs_read(P2P_LEARN, k->learn, sizeof(k->learn)))
 		return -1;
 	return 0;
 }
@@ -127,13 +129,18 @@ static inline int router_knobs_restore(const struct router_knobs *k)
 	ret |= sysfs_write(P2P_COPY_MBPS, k->copy_mbps);
 	ret |= sysfs_write(P2P_COPY_FROM, k->copy_from);
 	ret |= sysfs_write(P2P_RA_KB, k->ra_kb);
+	ret |= sysfs_write(P2P_LEARN, k->learn);
 	ret |= sysfs_write(P2P_ENABLED, k->enabled);
 	return ret ? -1 : 0;
 }
 
 /*
- * The router on, with the documented cost model, and a P-readahead
- * partition of @ra_kb KiB (0: P-readahead off).
+ * The router on, planning with the documented cost model and not with
+ * what it learned, and a P-readahead partition of @ra_kb KiB (0:
+ * P-readahead off).  Learning is on by default and every program runs
+ * with it; a case whose expectations follow from the documented model
+ * (how many bytes go by DMA, say) calls this after router_knobs_save(),
+ * and router_knobs_restore() puts learning back.
  */
 static inline int router_knobs_default(long long ra_kb)
 {
@@ -144,6 +151,7 @@ static inline int router_knobs_default(long long ra_kb)
 	    sysfs_write(P2P_COPY_MBPS, DEFAULT_COPY_MBPS) ||
 	    sysfs_write(P2P_COPY_FROM, DEFAULT_COPY_FROM) ||
 	    sysfs_write(P2P_RA_KB, val) ||
+	    sysfs_write(P2P_LEARN, "0") ||
 	    sysfs_write(P2P_ENABLED, "1"))
 		return -1;
 	return 0;

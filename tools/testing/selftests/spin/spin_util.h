@@ -18,6 +18,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <glob.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -29,6 +30,7 @@
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/ioctl.h>
 #include <sys/wait.h>
 #include <linux/loop.h>
@@ -37,6 +39,8 @@
 #define PCI_DEVICES	"/sys/bus/pci/devices"
 #define KiB		1024UL
 #define MiB		(1024UL * KiB)
+/* What a buffer holds before a read, so that a read that wrote nothing fails. */
+#define POISON		0xa5
 #define SYSFS_LEN	512	/* a device directory in sysfs */
 #define P2P_ROUTER	"/sys/kernel/mm/p2p_router"
 #define P2P_STATS	P2P_ROUTER "/stats/"
@@ -99,19 +103,45 @@ static inline int sysfs_write(const char *path, const char *val)
 }
 
 /*
- * The tests' expectations are derived from the router's documented
- * default model (spin_router.h), so each program plans with it: the
- * router learns a model per drive and per provider (on by default), and
- * a program starts with the use of what it learned switched off.  Only
- * model_test, which tests the learning, defines SPIN_LEARNS and turns it
- * on itself.  A kernel without the knob fails in model_test, not here.
+ * What the router learned, forgotten: every request queue's learned DMA
+ * times and every provider's learned copy rates go back to the defaults
+ * they start from at boot ("reset"; learning itself stays as it is).
+ * Files that do not exist are skipped.  0, or -1 if a reset failed.
  */
-#ifndef SPIN_LEARNS
-static void __attribute__((constructor)) spin_plan_with_defaults(void)
+static inline int router_learned_reset(void)
 {
-	sysfs_write(P2P_LEARN, "0");
+	static const char *const globs[] = {
+		"/sys/block/*/queue/p2p_learned_cost_ns",
+		"/sys/bus/pci/devices/*/p2pmem/learned_copy_mbps",
+		"/sys/bus/pci/devices/*/p2pmem/learned_copy_from_mbps",
+	};
+	unsigned int i;
+	size_t j;
+	int ret = 0;
+	glob_t g;
+
+	for (i = 0; i < sizeof(globs) / sizeof(globs[0]); i++) {
+		if (glob(globs[i], 0, NULL, &g))
+			continue;
+		for (j = 0; j < g.gl_pathc; j++)
+			if (sysfs_write(g.gl_pathv[j], "reset"))
+				ret = -1;
+		globfree(&g);
+	}
+	return ret;
 }
-#endif
+
+/*
+ * Each program starts from what the router knows at boot: learning on
+ * (as it ships), nothing learned yet by the programs before it, so that
+ * what a program sees does not depend on which ran first (or in which
+ * boot of a split run).  Within a program the router learns from every
+ * case, as it does in use.
+ */
+static void __attribute__((constructor)) spin_forget_learned(void)
+{
+	router_learned_reset();
+}
 
 /*
  * Two PCI functions can do P2P DMA without help from the host bridge
@@ -538,6 +568,105 @@ static inline int mkfs_mount_opts(const char *fs, const char *ns,
 static inline int mkfs_mount(const char *fs, const char *ns, const char *mnt)
 {
 	return mkfs_mount_opts(fs, ns, mnt, "");
+}
+
+/* Sectors written to /dev/@blk so far (/sys/block/@blk/stat), or -1. */
+static inline long long sectors_written(const char *blk)
+{
+	char path[PATH_MAX], buf[512];
+	unsigned long long f[7];
+
+	snprintf(path, sizeof(path), "/sys/block/%s/stat", blk);
+	if (sysfs_read(path, buf, sizeof(buf)) ||
+	    sscanf(buf, "%llu %llu %llu %llu %llu %llu %llu", &f[0], &f[1],
+		   &f[2], &f[3], &f[4], &f[5], &f[6]) != 7)
+		return -1;
+	return f[6];
+}
+
+/*
+ * md's "check" of the array whose md directory is @md_sys
+ * ("/sys/block/md0/md"), run to the end (5 minutes at most): its
+ * mismatch_cnt, the sectors in which the legs differ, or -1.
+ */
+static inline long long md_check(const char *md_sys)
+{
+	char path[PATH_MAX], action[32] = "";
+	long long cnt;
+	int i;
+
+	snprintf(path, sizeof(path), "%s/sync_action", md_sys);
+	if (sysfs_write(path, "check"))
+		return -1;
+	/* "check" from the write on (MD_RECOVERY_NEEDED), until done. */
+	for (i = 0; i < 3000; i++) {
+		if (!sysfs_read(path, action, sizeof(action)) &&
+		    !strncmp(action, "idle", 4))
+			break;
+		usleep(100000);
+	}
+	if (strncmp(action, "idle", 4))
+		return -1;
+	/* Not a check that md declined to start: it ran, and ended. */
+	snprintf(path, sizeof(path), "%s/last_sync_action", md_sys);
+	if (sysfs_read(path, action, sizeof(action)) ||
+	    strncmp(action, "check", 5))
+		return -1;
+	snprintf(path, sizeof(path), "%s/mismatch_cnt", md_sys);
+	return sysfs_read_ll(path, &cnt) ? -1 : cnt;
+}
+
+/*
+ * The state letter of task @tid, a process or a thread ('D': asleep
+ * uninterruptibly, as a task waiting for its I/O is), or '?'.
+ */
+static inline char task_state(pid_t tid)
+{
+	char path[64], buf[512], *p;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", tid);
+	if (sysfs_read(path, buf, sizeof(buf)))
+		return '?';
+	p = strrchr(buf, ')');
+	return p && p[1] == ' ' ? p[2] : '?';
+}
+
+/* XFS_IOC_GOINGDOWN and EXT4_IOC_SHUTDOWN: one number, one flag. */
+#define SPIN_IOC_SHUTDOWN		_IOR('X', 125, uint32_t)
+#define SPIN_SHUTDOWN_NOLOGFLUSH	0x2
+
+/*
+ * A power cut of the file system @fs ("xfs" or "ext4") mounted at @mnt
+ * from /dev/@ns, then a mount again: it is shut down without flushing its
+ * log (dirty pages and the log not yet written are lost, as a power cut
+ * loses them; nothing is synced first), unmounted, and mounted again,
+ * which replays what the log holds on the drive.  What a file reads
+ * afterwards is what fsync(), O_DSYNC or RWF_DSYNC wrote out and logged,
+ * read from the drive into a page cache that starts empty.  Not a cut of
+ * the drive: bios already submitted still complete, and the rig's drives
+ * have no volatile cache to lose, so a missing FUA or flush goes unseen
+ * here (the dm-log-writes replays of append_test's crash cases see
+ * those).  Every descriptor on the file system must be closed first.
+ * 0 or -errno.
+ */
+static inline int power_cut_remount(const char *fs, const char *ns,
+				    const char *mnt)
+{
+	char dev[NAME_MAX + sizeof("/dev/")];
+	uint32_t flags = SPIN_SHUTDOWN_NOLOGFLUSH;
+	int fd, ret;
+
+	fd = open(mnt, O_RDONLY | O_DIRECTORY);
+	if (fd < 0)
+		return -errno;
+	ret = ioctl(fd, SPIN_IOC_SHUTDOWN, &flags) ? -errno : 0;
+	close(fd);
+	if (ret)
+		return ret;
+	if (umount(mnt))
+		return -errno;
+	xsnprintf(dev, sizeof(dev), "/dev/%s", ns);
+	return mount(dev, mnt, fs, 0, NULL) ? -errno : 0;
 }
 
 /*

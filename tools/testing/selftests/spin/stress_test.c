@@ -37,7 +37,6 @@
 #define MAX_IO		(1 * MiB + 3)
 #define MNT		"/mnt/spin-stress"
 #define MD		"/dev/md0"
-#define POISON		0xa5
 
 struct stress;
 
@@ -322,10 +321,11 @@ FIXTURE_SETUP(stress)
 	umount2(MNT, MNT_DETACH);
 	run_cmd("mdadm --stop " MD " 2>/dev/null");
 	run_cmd("dmsetup remove_all --noudevsync 2>/dev/null");
-	for (i = 0; i < variant->members; i++)
+	for (i = 0; i < variant->members; i++) {
 		ASSERT_EQ(0, nvme_rig_ns(variant->nvme + i, self->ns[i],
 					 sizeof(self->ns[i])))
 			TH_LOG("rig NVMe drive %d not found", variant->nvme + i);
+	}
 	ASSERT_EQ(0, nvme_pci_dev(self->ns[0], self->nvme_dev,
 				  sizeof(self->nvme_dev)));
 	ASSERT_EQ(0, p2pmem_find(self->nvme_dev, true, self->provider,
@@ -412,9 +412,10 @@ TEST_F_TIMEOUT(stress, random_ops, 600)
 		ASSERT_NE(NULL, w->ram);
 		ASSERT_LE(0, w->fd);
 	}
-	for (i = 0; i < THREADS; i++)
+	for (i = 0; i < THREADS; i++) {
 		ASSERT_EQ(0, pthread_create(&s.w[i].tid, NULL, worker_main,
 					    &s.w[i]));
+	}
 	for (i = 0; i < secs * 10 && !s.stop; i++)
 		usleep(100 * 1000);
 	s.stop = 1;
@@ -429,9 +430,10 @@ TEST_F_TIMEOUT(stress, random_ops, 600)
 		close(w->fd);
 		free(w->ram);
 	}
-	for (i = 0; i < THREADS; i++)
+	for (i = 0; i < THREADS; i++) {
 		EXPECT_EQ(0, s.w[i].err[0]) TH_LOG("%s (seed %llu)", s.w[i].err,
 						   (unsigned long long)seed);
+	}
 	p2p_read = router_stat("p2p_bytes") - p2p_read0;
 	p2p_write = router_stat("p2p_write_bytes") - p2p_write0;
 	TH_LOG("%lld operations, %lld bytes checked, %lld routed reads, %lld read-ahead reads, %lld bytes DMAed into device memory, %lld out of it",

@@ -97,6 +97,7 @@ FIXTURE_SETUP(append)
 {
 	int fd;
 
+	router_learned_reset();	/* each case starts from defaults */
 	ASSERT_EQ(0, access(P2P_ROUTER, F_OK))
 		TH_LOG("no P2P router in this kernel (%s)", P2P_ROUTER);
 	ASSERT_EQ(0, nvme_rig_ns(0, self->ns, sizeof(self->ns)))
@@ -674,6 +675,7 @@ FIXTURE_SETUP(crash)
 {
 	int i;
 
+	router_learned_reset();	/* each case starts from defaults */
 	ASSERT_EQ(0, access(P2P_ROUTER, F_OK))
 		TH_LOG("no P2P router in this kernel (%s)", P2P_ROUTER);
 	for (i = 0; i < 3; i++) {

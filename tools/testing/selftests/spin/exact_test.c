@@ -118,6 +118,7 @@ FIXTURE_SETUP(exact)
 {
 	int fd;
 
+	router_learned_reset();	/* each case starts from defaults */
 	self->fd = -1;
 	ASSERT_EQ(0, access(P2P_ROUTER, F_OK))
 		TH_LOG("no P2P router in this kernel (%s)", P2P_ROUTER);
@@ -552,6 +553,7 @@ FIXTURE_VARIANT_ADD(xfsclose, device) { .device = true };
 
 FIXTURE_SETUP(xfsclose)
 {
+	router_learned_reset();	/* each case starts from defaults */
 	ASSERT_EQ(0, nvme_rig_ns(0, self->ns, sizeof(self->ns)));
 	ASSERT_EQ(0, p2pmem_find_for_ns(self->ns, true, self->provider,
 					sizeof(self->provider)));
@@ -658,6 +660,7 @@ FIXTURE_SETUP(requeue)
 {
 	unsigned int i, sub, nsid;
 
+	router_learned_reset();	/* each case starts from defaults */
 	self->fd = -1;
 	ASSERT_EQ(0, nvme_rig_ns(0, self->ns, sizeof(self->ns)));
 	ASSERT_EQ(0, p2pmem_find_for_ns(self->ns, true, self->provider,

@@ -83,6 +83,7 @@ FIXTURE_SETUP(fault)
 	size_t i;
 	int wfd;
 
+	router_learned_reset();	/* each case starts from defaults */
 	self->fd = -1;
 	/* Kernel features the rig's config turns on: missing is a failure. */
 	ASSERT_EQ(0, access(P2P_ROUTER, F_OK))

@@ -173,6 +173,7 @@ static void vg_free(FIXTURE_DATA(lvm) *self)
 
 FIXTURE_SETUP(lvm)
 {
+	router_learned_reset();	/* each case starts from defaults */
 	vg_setup(_metadata, self, variant->type);
 }
 
@@ -475,6 +476,7 @@ FIXTURE(far) {
 
 FIXTURE_SETUP(far)
 {
+	router_learned_reset();	/* each case starts from defaults */
 	vg_setup(_metadata, &self->l, "raid1 with a far leg");
 }
 

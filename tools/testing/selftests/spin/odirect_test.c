@@ -37,6 +37,7 @@ FIXTURE_SETUP(odirect)
 {
 	int wfd;
 
+	router_learned_reset();	/* each case starts from defaults */
 	self->fd = self->ref_fd = -1;
 	ASSERT_EQ(0, nvme_rig_ns(variant->nvme, self->ns, sizeof(self->ns)))
 		TH_LOG("rig NVMe drive %d not found", variant->nvme);

@@ -135,8 +135,10 @@ static inline int router_learned_reset(void)
  * Each program starts from what the router knows at boot: learning on
  * (as it ships), nothing learned yet by the programs before it, so that
  * what a program sees does not depend on which ran first (or in which
- * boot of a split run).  Within a program the router learns from every
- * case, as it does in use.
+ * boot of a split run).  The fixtures whose cases assert that the router
+ * DMAed call router_learned_reset() in their setup too, so that each case
+ * starts so: within a case the router learns from every I/O, as it does
+ * in use, and may change its decisions mid-case.
  */
 static void __attribute__((constructor)) spin_forget_learned(void)
 {

@@ -17,9 +17,10 @@ the spin suite and writes TAP to the second serial port.  Then:
   - exits non-zero if any test failed, a test program failed, skipped
     or timed out, a program that ran (all of them, unless --ksft names
     some with -t) reported fewer or more cases than
-    tools/testing/selftests/spin/case-counts says, a test case skipped for a reason that is not in the
-    allow-list (tools/testing/selftests/spin/skip-allowlist: test name,
-    skip reason and why), an XFAIL names no issue ("#NN") in its
+    tools/testing/selftests/spin/case-counts says, a test case skipped
+    for a reason that is not in the allow-list
+    (tools/testing/selftests/spin/skip-allowlist: test name, skip
+    reason and why), an XFAIL names no issue ("#NN") in its
     message, a test passed that was marked XFAIL (XPASS), the run did
     not finish (guest hang: SECS, default 2400), the guest panicked, or
     the console shows BUG:, WARNING:, Oops, a KASAN, KFENCE, UBSAN or

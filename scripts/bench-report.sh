@@ -315,7 +315,7 @@ for rig in "${rigs[@]}"; do
 		function med(k) { if (!(k in n)) return 0; sortk(k); return a[int((n[k] + 1) / 2)] }
 		function cellr(k,   m) {
 			if (!(k in n)) return "-"
-			m = med(k); return sprintf("%d (%d-%d)", m, a[1], a[n[k]])
+			m = med(k); return sprintf("%g (%g-%g)", m, a[1], a[n[k]])
 		}
 		function sp(k,   m) { if (!(k in n)) return 0; m = med(k); return (a[n[k]] - a[1]) / m }
 		END {
@@ -400,7 +400,7 @@ if [ -s "$dir/cliff-spin.csv" ]; then
 			x = a[j]; a[j] = a[j - 1]; a[j - 1] = x }
 	}
 	function med(k) { if (!(k in n)) return 0; sortv(k); return a[int((n[k] + 1) / 2)] }
-	function cell(k,   m) { if (!(k in n)) return "-"; m = med(k); return sprintf("%d (%d-%d)", m, a[1], a[n[k]]) }
+	function cell(k,   m) { if (!(k in n)) return "-"; m = med(k); return sprintf("%g (%g-%g)", m, a[1], a[n[k]]) }
 	function sp(k,   m) { if (!(k in n)) return 0; m = med(k); return m ? (a[n[k]] - a[1]) / m : 0 }
 	function rat(k8, k1,   r) {
 		if (!med(k1)) return "-"

@@ -28,7 +28,8 @@ cost everybody (bd_link_disk_holder() and its unlink):
   md8_asm_stop   an 8-member md raid0 over dm-linear slices assembled
                  and stopped 10 times: cycles per second
 Five rounds; on a kernel with the router, each round runs the router
-on, then off.
+on, then off.  spin_rows=reads or spin_rows=holders on the kernel
+command line (an environment variable of init) runs only those rows.
 
 Prints one CSV line per run, no header:
 
@@ -49,6 +50,10 @@ esac
 
 R=/sys/kernel/mm/p2p_router
 SIZE=128M
+case ${spin_rows:-all} in
+all|reads|holders) ;;
+*) echo "bench-regress: spin_rows must be all, reads or holders" >&2; exit 2 ;;
+esac
 
 dir=${1:-}
 # shellcheck disable=SC2046
@@ -77,10 +82,11 @@ regress() {
 	echo "regress,$t,$k,$round,$(fio_bw "$@")"
 }
 
-now_ns() { date +%s%N; }
+# Busybox's date has no %N: the uptime's hundredths of a second, in ns.
+now_ns() { awk '{ printf "%.0f\n", $1 * 1e9 }' /proc/uptime; }
 
 # rate N T0 T1: N operations between T0 and T1 (ns), per second
-rate() { awk -v n="$1" -v t="$(($3 - $2))" 'BEGIN { printf "%.0f\n", n * 1e9 / t }'; }
+rate() { awk -v n="$1" -v t="$(($3 - $2))" 'BEGIN { printf "%.2f\n", n * 1e9 / t }'; }
 
 # dm_linear_200: create 200 dm-linear devices over $churn, remove them
 dm_linear_200() {
@@ -137,14 +143,19 @@ for round in 1 2 3 4 5; do
 		spin_on) echo 1 >$R/enabled ;;
 		spin_off) echo 0 >$R/enabled ;;
 		esac
-		cat "$f" >/dev/null
-		regress seq1m_warm --rw=read --bs=1M --invalidate=0 --loops=4
-		regress rand4k_warm --rw=randread --bs=4k --invalidate=0 \
-			--runtime=3 --time_based
-		regress seq1m_cold --rw=read --bs=1M --invalidate=1
-		regress rand4k_cold --rw=randread --bs=4k --invalidate=1 \
-			--runtime=3 --time_based
-		[ -b "$churn" ] && { dm_linear_200; md8_asm_stop; }
+		if [ "${spin_rows:-all}" != holders ]; then
+			cat "$f" >/dev/null
+			regress seq1m_warm --rw=read --bs=1M --invalidate=0 --loops=4
+			regress rand4k_warm --rw=randread --bs=4k --invalidate=0 \
+				--runtime=3 --time_based
+			regress seq1m_cold --rw=read --bs=1M --invalidate=1
+			regress rand4k_cold --rw=randread --bs=4k --invalidate=1 \
+				--runtime=3 --time_based
+		fi
+		if [ "${spin_rows:-all}" != reads ] && [ -b "$churn" ]; then
+			dm_linear_200
+			md8_asm_stop
+		fi
 	done
 done
 [ -w $R/enabled ] && echo 1 >$R/enabled

@@ -658,27 +658,14 @@ FIXTURE_VARIANT_ADD(requeue, sqpoll) { .flags = IORING_SETUP_SQPOLL };
 
 FIXTURE_SETUP(requeue)
 {
-	unsigned int i, sub, nsid;
-
 	router_learned_reset();	/* each case starts from defaults */
 	self->fd = -1;
 	ASSERT_EQ(0, nvme_rig_ns(0, self->ns, sizeof(self->ns)));
 	ASSERT_EQ(0, p2pmem_find_for_ns(self->ns, true, self->provider,
 					sizeof(self->provider)));
 	ASSERT_EQ(0, sysfs_write(P2P_ROUTER "/enabled", "1"));
-	/* The path disk under a multipath head (nvme0c0n1), or the disk. */
-	ASSERT_EQ(2, sscanf(self->ns, "nvme%un%u", &sub, &nsid));
-	for (i = 0; i < 16; i++) {
-		snprintf(self->fault, sizeof(self->fault),
-			 "/sys/kernel/debug/nvme%uc%un%u/fault_inject", sub, i,
-			 nsid);
-		if (!access(self->fault, F_OK))
-			break;
-	}
-	if (i == 16)
-		snprintf(self->fault, sizeof(self->fault),
-			 "/sys/kernel/debug/%s/fault_inject", self->ns);
-	ASSERT_EQ(0, access(self->fault, F_OK))
+	ASSERT_EQ(0, nvme_fault_dir(self->ns, self->fault,
+				    sizeof(self->fault)))
 		TH_LOG("no NVMe fault injection for %s (CONFIG_FAULT_INJECTION_DEBUG_FS)",
 		       self->ns);
 	run_cmd("mdadm --stop /dev/md0 2>/dev/null");
@@ -691,6 +678,8 @@ FIXTURE_SETUP(requeue)
 	ASSERT_NE(NULL, self->want);
 	self->fd = open(self->path, O_RDONLY);
 	ASSERT_LE(0, self->fd);
+	/* Not armed by an earlier case that timed out: save it disarmed. */
+	ASSERT_EQ(0, fault_attr_set(self->fault, "probability", "0"));
 	ASSERT_EQ(0, fault_attrs_save(&self->fail, self->fault));
 	if (access(TRACEFS "/trace", F_OK))
 		ASSERT_EQ(0, mount("tracefs", TRACEFS, "tracefs", 0, NULL));

@@ -4,10 +4,14 @@
  * bytes, never wrong bytes, and no device memory is lost.
  *
  * fail_make_request (CONFIG_FAIL_MAKE_REQUEST) fails a share of the bios
- * sent to one rig drive, used raw or as a member of md raid0, and dm-dust
- * fails reads of chosen blocks of a drive.  Meanwhile buffered reads into
- * device memory (the P2P router's DMA and its page-cache fallback) and
- * buffered writes from device memory run against a model of the device.
+ * sent to one rig drive, used raw or as a member of md raid0, before they
+ * are issued; the NVMe driver's fault injection fails a share of a
+ * drive's requests at completion, once their data moved (for the
+ * router's, the DMA into or out of device memory), with a media error;
+ * dm-dust fails reads of chosen blocks of a drive.  Meanwhile buffered
+ * reads into device memory (the P2P router's DMA and its page-cache
+ * fallback) and buffered writes from device memory run against a model
+ * of the device.
  * Every byte a read returns is checked against the model; a write that
  * fails, or whose fsync fails, makes its range unknown.  With the faults
  * off the whole device is read back and every known byte checked, and the
@@ -15,9 +19,11 @@
  *
  * No file system: a failed metadata write would shut it down, which
  * tests the file system, not the router.  Each case proves its premise:
- * the injected faults fired (fail_make_request's "times" budget was
- * consumed, or dm-dust's bad blocks gave EIO or short reads) and the
- * router did DMA (stats/p2p_segments and p2p_bytes went up).
+ * the injected faults fired (the "times" budget of fail_make_request or
+ * of the NVMe injection was consumed, or dm-dust's bad blocks gave EIO or
+ * short reads), the router did DMA (stats/p2p_segments and p2p_bytes went
+ * up), and a fault hit a routed DMA, which the router redid through the
+ * page cache (stats/fallback_error went up).
  *
  * The "wberr" fixture is the exception, on XFS, ext4 and the raw
  * namespace: a buffered write whose writeback fails leaves the new bytes
@@ -49,6 +55,10 @@ FIXTURE(fault) {
 	char provider[SYSFS_LEN];
 	char dev[PATH_MAX];		/* what is read and written */
 	char failing[NAME_MAX + 1];	/* the drive with make-it-fail */
+	char inject[PATH_MAX];		/* or with fault_inject */
+	struct fault_attrs inj;		/* its knobs, put back */
+	char inj_status[32];		/* and its status, */
+	char inj_dnr[8];		/* and whether it sets DNR */
 	unsigned char *model;
 	unsigned char *known;		/* 1: model[i] is what the device holds */
 	unsigned char *map;
@@ -62,16 +72,29 @@ FIXTURE(fault) {
 FIXTURE_VARIANT(fault) {
 	int members;	/* > 1: md raid0, the first member fails */
 	bool dust;	/* dm-dust over the drive instead of fail_make_request */
+	bool completion;	/* the NVMe driver's fault injection instead */
 };
 
 FIXTURE_VARIANT_ADD(fault, nvme) { .members = 1 };
 FIXTURE_VARIANT_ADD(fault, raid0) { .members = 2 };
 FIXTURE_VARIANT_ADD(fault, dust) { .members = 1, .dust = true };
+FIXTURE_VARIANT_ADD(fault, nvme_completion) {
+	.members = 1, .completion = true };
+
+/*
+ * The status injected: Unrecovered Read Error (BLK_STS_MEDIUM), on reads,
+ * writes and flushes alike, with Do Not Retry, so that every fault reaches
+ * the block layer.
+ */
+#define INJECT_STATUS		"0x281"
 
 static int faults(FIXTURE_DATA(fault) *self, bool on)
 {
 	char path[PATH_MAX];
 
+	if (self->inject[0])
+		return fault_attr_set(self->inject, "probability",
+				      on ? "10" : "0");
 	snprintf(path, sizeof(path), "/sys/block/%s/make-it-fail",
 		 self->failing);
 	return sysfs_write(path, on ? "1" : "0");
@@ -88,19 +111,26 @@ FIXTURE_SETUP(fault)
 	/* Kernel features the rig's config turns on: missing is a failure. */
 	ASSERT_EQ(0, access(P2P_ROUTER, F_OK))
 		TH_LOG("no P2P router in this kernel (%s)", P2P_ROUTER);
-	if (!variant->dust) {
+	if (!variant->dust && !variant->completion) {
 		ASSERT_EQ(0, access(FAIL_DIR, F_OK))
 			TH_LOG("no %s (CONFIG_FAIL_MAKE_REQUEST)", FAIL_DIR);
 	}
 	run_cmd("mdadm --stop " MD " 2>/dev/null");
 	run_cmd("dmsetup remove --noudevsync " DUST " 2>/dev/null");
-	for (i = 0; i < (size_t)variant->members; i++)
-		if (nvme_rig_ns(i, self->ns[i], sizeof(self->ns[i])))
-			SKIP(return, "rig NVMe drive %zu not found", i);
+	for (i = 0; i < (size_t)variant->members; i++) {
+		char dir[PATH_MAX];
+
+		ASSERT_EQ(0, nvme_rig_ns(i, self->ns[i], sizeof(self->ns[i])))
+			TH_LOG("rig NVMe drive %zu not found", i);
+		/* Faults an earlier case that timed out may have left on. */
+		make_it_fail(self->ns[i], false);
+		if (!nvme_fault_dir(self->ns[i], dir, sizeof(dir)))
+			fault_attr_set(dir, "probability", "0");
+	}
 	ASSERT_EQ(0, nvme_pci_dev(self->ns[0], nvme_dev, sizeof(nvme_dev)));
-	if (p2pmem_find(nvme_dev, true, self->provider,
-			sizeof(self->provider)))
-		SKIP(return, "no provider reachable from %s", self->ns[0]);
+	ASSERT_EQ(0, p2pmem_find(nvme_dev, true, self->provider,
+				 sizeof(self->provider)))
+		TH_LOG("no provider reachable from %s", self->ns[0]);
 	snprintf(self->failing, sizeof(self->failing), "%s", self->ns[0]);
 	snprintf(self->dev, sizeof(self->dev), "/dev/%s", self->ns[0]);
 
@@ -146,7 +176,30 @@ FIXTURE_SETUP(fault)
 	self->map = p2pmem_map(self->provider, MAP_LEN);
 	ASSERT_NE(NULL, self->map);
 
-	if (!variant->dust) {
+	if (variant->completion) {
+		char path[PATH_MAX + 16], dnr[PATH_MAX + 16];
+
+		ASSERT_EQ(0, nvme_fault_dir(self->ns[0], self->inject,
+					    sizeof(self->inject)))
+			TH_LOG("no NVMe fault injection for %s (CONFIG_FAULT_INJECTION_DEBUG_FS)",
+			       self->ns[0]);
+		ASSERT_EQ(0, fault_attrs_save(&self->inj, self->inject));
+		snprintf(path, sizeof(path), "%s/status", self->inject);
+		snprintf(dnr, sizeof(dnr), "%s/dont_retry", self->inject);
+		ASSERT_EQ(0, sysfs_read(path, self->inj_status,
+					sizeof(self->inj_status)));
+		ASSERT_EQ(0, sysfs_read(dnr, self->inj_dnr,
+					sizeof(self->inj_dnr)));
+		/* As below, but off until faults() sets the probability. */
+		ASSERT_EQ(0, fault_attr_set(self->inject, "probability", "0"));
+		ASSERT_EQ(0, fault_attr_set(self->inject, "interval", "1"));
+		ASSERT_EQ(0, fault_attr_set(self->inject, "space", "0"));
+		ASSERT_EQ(0, fault_attr_set(self->inject, "verbose", "0"));
+		ASSERT_EQ(0, fault_attr_set(self->inject, "times",
+					    STR(FAIL_TIMES)));
+		ASSERT_EQ(0, sysfs_write(path, INJECT_STATUS));
+		ASSERT_EQ(0, sysfs_write(dnr, "Y"));
+	} else if (!variant->dust) {
 		/*
 		 * 10% of the drive's bios fail, quietly, FAIL_TIMES times at
 		 * most: far more than the case sends, and what is left says
@@ -162,8 +215,20 @@ FIXTURE_SETUP(fault)
 
 FIXTURE_TEARDOWN(fault)
 {
+	char path[PATH_MAX + 16];
+
 	if (!variant->dust && self->failing[0])
 		faults(self, false);
+	if (self->inj.ok) {
+		fault_attrs_restore(&self->inj);
+		snprintf(path, sizeof(path), "%s/status", self->inject);
+		sysfs_write(path, self->inj_status);
+		if (self->inj_dnr[0]) {
+			snprintf(path, sizeof(path), "%s/dont_retry",
+				 self->inject);
+			sysfs_write(path, self->inj_dnr);
+		}
+	}
 	if (self->map)
 		munmap(self->map, MAP_LEN);
 	if (self->fd >= 0)
@@ -311,10 +376,14 @@ TEST_F_TIMEOUT(fault, reads_and_writes, 600)
 		read_ops(_metadata, self, OPS, false, &c);
 		ASSERT_EQ(0, run_cmd("dmsetup message " DUST " 0 disable"));
 	} else {
+		char path[PATH_MAX + 16];
+
+		snprintf(path, sizeof(path), "%s/times",
+			 self->inject[0] ? self->inject : FAIL_DIR);
 		ASSERT_EQ(0, faults(self, true));
 		read_ops(_metadata, self, OPS, true, &c);
 		ASSERT_EQ(0, faults(self, false));
-		ASSERT_EQ(0, sysfs_read_ll(FAIL_DIR "/times", &left));
+		ASSERT_EQ(0, sysfs_read_ll(path, &left));
 		fired = FAIL_TIMES - left;
 	}
 	seg = router_stat("p2p_segments") - seg0;
@@ -330,10 +399,12 @@ TEST_F_TIMEOUT(fault, reads_and_writes, 600)
 		ASSERT_LT(0, c.errors + c.shortr)
 			TH_LOG("no read met a bad block: the faults never fired");
 	} else {
-		TH_LOG("fail_make_request failed %lld bios of %s", fired,
+		TH_LOG("%s failed %lld %s of %s",
+		       self->inject[0] ? "NVMe fault injection" :
+		       "fail_make_request", fired,
+		       self->inject[0] ? "requests at completion" : "bios",
 		       self->failing);
-		ASSERT_LT(0, fired)
-			TH_LOG("fail_make_request never fired");
+		ASSERT_LT(0, fired) TH_LOG("the faults never fired");
 		ASSERT_GT(FAIL_TIMES, fired);
 	}
 	ASSERT_LT(0, seg) TH_LOG("the router made no DMA");

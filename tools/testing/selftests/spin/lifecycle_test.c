@@ -40,7 +40,6 @@
 #define FILE_SIZE	(48 * MiB)
 #define READ_LEN	(8 * MiB)
 #define MNT		"/mnt/spin-lifecycle"
-#define CG_ROOT		"/sys/fs/cgroup"
 #define CG		CG_ROOT "/spin-lifecycle"
 #define CG_MAX		(16 * MiB)
 #define CG_IO		CG_ROOT "/spin-lifecycle-io"
@@ -193,26 +192,10 @@ static void *racer_read(void *arg)
  */
 static int throttle_enter(FIXTURE_DATA(lifecycle) *self, const char *ns)
 {
-	char path[NAME_MAX + sizeof("/dev/")], line[96];
-	struct stat st;
+	int ret = cg_io_enter(CG_IO);
 
-	if (access(CG_ROOT "/cgroup.subtree_control", F_OK) &&
-	    mount("cgroup2", CG_ROOT, "cgroup2", 0, NULL))
-		return -errno;
-	if (sysfs_write(CG_ROOT "/cgroup.subtree_control", "+io"))
-		return -EIO;
-	if (mkdir(CG_IO, 0755) && errno != EEXIST)
-		return -errno;
-	snprintf(path, sizeof(path), "/dev/%s", ns);
-	if (stat(path, &st))
-		return -errno;
-	snprintf(line, sizeof(line), "%u:%u rbps=%s", major(st.st_rdev),
-		 minor(st.st_rdev), SLOW_BPS);
-	if (sysfs_write(CG_IO "/io.max", line))
-		return -EIO;
-	snprintf(line, sizeof(line), "%d", getpid());
 	self->throttled = true;
-	return sysfs_write(CG_IO "/cgroup.procs", line);
+	return ret ?: cg_io_max(CG_IO, ns, SLOW_BPS);
 }
 
 /*
@@ -222,13 +205,9 @@ static int throttle_enter(FIXTURE_DATA(lifecycle) *self, const char *ns)
  */
 static void throttle_leave(FIXTURE_DATA(lifecycle) *self)
 {
-	char line[32];
-
 	if (!self->throttled)
 		return;
-	snprintf(line, sizeof(line), "%d", getpid());
-	sysfs_write(CG_ROOT "/cgroup.procs", line);
-	rmdir(CG_IO);
+	cg_io_leave(CG_IO);
 	router_learned_reset();
 	self->throttled = false;
 }

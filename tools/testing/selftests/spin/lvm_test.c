@@ -349,13 +349,15 @@ static const struct { bool direct; off_t off; size_t len; } lv_writes[] = {
 };
 
 /*
- * Every write of lv_writes to @path, each whole: the routed ones' aligned
- * middles DMAed, nothing refused or found unreachable.
+ * Every write of lv_writes to @path: the routed ones whole, the O_DIRECT
+ * ones whole, or failing with @direct_errno if it is not 0.  The router's
+ * counters over the writes in *@d; the bytes of the routed ones returned.
  */
-static void lv_writes_dma(struct __test_metadata *_metadata,
-			  FIXTURE_DATA(lvm) *self, const char *path)
+static size_t lv_writes_all(struct __test_metadata *_metadata,
+			    FIXTURE_DATA(lvm) *self, const char *path,
+			    int direct_errno, struct stats *d)
 {
-	struct stats before, d;
+	struct stats before;
 	size_t routed = 0;
 	unsigned int i;
 	ssize_t n;
@@ -369,13 +371,32 @@ static void lv_writes_dma(struct __test_metadata *_metadata,
 		       lv_writes[i].direct ? "O_DIRECT" : "routed",
 		       lv_writes[i].len, (long long)lv_writes[i].off, n,
 		       n < 0 ? strerror(errno) : "");
-		ASSERT_EQ((ssize_t)lv_writes[i].len, n);
+		if (lv_writes[i].direct && direct_errno) {
+			ASSERT_EQ(-1, n);
+			ASSERT_EQ(direct_errno, errno);
+		} else {
+			ASSERT_EQ((ssize_t)lv_writes[i].len, n);
+		}
 		if (!lv_writes[i].direct)
 			routed += lv_writes[i].len;
 	}
-	stats_delta(&before, &d);
+	stats_delta(&before, d);
 	TH_LOG("p2p_write_bytes %lld, cache_write_bytes %lld, fallback_eremoteio %lld, fallback_unreachable %lld",
-	       d.p2p_write, d.cache_write, d.eremote, d.unreach);
+	       d->p2p_write, d->cache_write, d->eremote, d->unreach);
+	return routed;
+}
+
+/*
+ * Every write of lv_writes to @path, each whole: the routed ones' aligned
+ * middles DMAed, nothing refused or found unreachable.
+ */
+static void lv_writes_dma(struct __test_metadata *_metadata,
+			  FIXTURE_DATA(lvm) *self, const char *path)
+{
+	struct stats d;
+	size_t routed;
+
+	routed = lv_writes_all(_metadata, self, path, 0, &d);
 	EXPECT_LT((long long)routed / 2, d.p2p_write);
 	EXPECT_EQ(0, d.eremote);
 	EXPECT_EQ(0, d.unreach);
@@ -488,10 +509,9 @@ FIXTURE_TEARDOWN(far)
 TEST_F_TIMEOUT(far, raid1_leg_refused, 600)
 {
 	FIXTURE_DATA(lvm) *l = &self->l;
-	struct stats before, d;
 	char pvs[128], leg[PATH_MAX];
+	struct stats d;
 	unsigned int i;
-	ssize_t n;
 
 	xsnprintf(pvs, sizeof(pvs), "/dev/%s /dev/%s", l->ns[0], l->far);
 	ASSERT_EQ(0, lv_create(l, "raid1", "--type raid1 -m 1", LV, pvs));
@@ -499,25 +519,7 @@ TEST_F_TIMEOUT(far, raid1_leg_refused, 600)
 	ASSERT_EQ(1, dev_p2pdma(LV_DEV));
 	ASSERT_EQ(0, lv_fill(l, LV_DEV));
 
-	stats_read(&before);
-	for (i = 0; i < ARRAY_SIZE(lv_writes); i++) {
-		n = lv_write(l, LV_DEV, lv_writes[i].direct,
-			     lv_writes[i].off, lv_writes[i].len,
-			     l->seed + 1 + i);
-		TH_LOG("%s write of %zu at %lld: %zd (%s)",
-		       lv_writes[i].direct ? "O_DIRECT" : "routed",
-		       lv_writes[i].len, (long long)lv_writes[i].off, n,
-		       n < 0 ? strerror(errno) : "");
-		if (lv_writes[i].direct) {
-			ASSERT_EQ(-1, n);
-			ASSERT_EQ(EREMOTEIO, errno);
-		} else {
-			ASSERT_EQ((ssize_t)lv_writes[i].len, n);
-		}
-	}
-	stats_delta(&before, &d);
-	TH_LOG("p2p_write_bytes %lld, fallback_unreachable %lld",
-	       d.p2p_write, d.unreach);
+	lv_writes_all(_metadata, l, LV_DEV, EREMOTEIO, &d);
 	EXPECT_EQ(0, d.p2p_write);
 	EXPECT_LT(0, d.unreach);
 

@@ -33,7 +33,6 @@
  * Every read is compared byte for byte with the pattern written.
  */
 #define _GNU_SOURCE
-#include <sys/sysmacros.h>
 
 #include "../kselftest_harness.h"
 #include "spin_util.h"
@@ -42,8 +41,7 @@
 #define REGION		(16 * MiB)	/* written and cached on each drive */
 #define MNT		"/mnt/spin_model"
 #define RSZ		(1 * MiB)	/* one read */
-#define CGROOT		"/sys/fs/cgroup"
-#define CG		CGROOT "/spin_model"
+#define CG		CG_ROOT "/spin_model"
 /* DOC "Learning the model": within an eighth after 16 samples. */
 #define CONVERGE	16
 /* A model no copy can beat, and one every copy beats. */
@@ -55,7 +53,7 @@ struct dec {
 };
 
 FIXTURE(model) {
-	char ns[2][32];
+	char ns[2][NAME_MAX + 1];
 	char path[2][64];		/* the file on each drive */
 	bool mounted[2];
 	char queue[2][128];		/* /sys/block/<ns>/queue */
@@ -146,27 +144,12 @@ static int model_reset(FIXTURE_DATA(model) *self)
 	return ret;
 }
 
+/* The limits go with the cgroup. */
 static void cgroup_leave(FIXTURE_DATA(model) *self)
 {
-	char line[64];
-	int d;
-
 	if (!self->in_cgroup)
 		return;
-	for (d = 0; d < 2; d++) {
-		char path[PATH_MAX], dev[32];
-		struct stat st;
-
-		snprintf(path, sizeof(path), "/dev/%s", self->ns[d]);
-		if (stat(path, &st))
-			continue;
-		snprintf(dev, sizeof(dev), "%u:%u rbps=max wbps=max",
-			 major(st.st_rdev), minor(st.st_rdev));
-		sysfs_write(CG "/io.max", dev);
-	}
-	snprintf(line, sizeof(line), "%d", getpid());
-	sysfs_write(CGROOT "/cgroup.procs", line);
-	rmdir(CG);
+	cg_io_leave(CG);
 	self->in_cgroup = false;
 }
 
@@ -568,35 +551,15 @@ TEST_F_TIMEOUT(model, unlearned_classes_scale, 120)
 
 static int cgroup_enter(FIXTURE_DATA(model) *self)
 {
-	char line[64];
+	int ret = cg_io_enter(CG);
 
-	if (access(CGROOT "/cgroup.subtree_control", F_OK)) {
-		mkdir(CGROOT, 0755);
-		if (mount("cgroup2", CGROOT, "cgroup2", 0, NULL))
-			return -errno;
-	}
-	if (sysfs_write(CGROOT "/cgroup.subtree_control", "+io"))
-		return -EIO;
-	if (mkdir(CG, 0755) && errno != EEXIST)
-		return -errno;
-	snprintf(line, sizeof(line), "%d", getpid());
-	if (sysfs_write(CG "/cgroup.procs", line))
-		return -EIO;
 	self->in_cgroup = true;
-	return 0;
+	return ret;
 }
 
 static int throttle(FIXTURE_DATA(model) *self, int d, const char *rbps)
 {
-	char path[64], line[96];
-	struct stat st;
-
-	snprintf(path, sizeof(path), "/dev/%s", self->ns[d]);
-	if (stat(path, &st))
-		return -errno;
-	snprintf(line, sizeof(line), "%u:%u rbps=%s", major(st.st_rdev),
-		 minor(st.st_rdev), rbps);
-	return sysfs_write(CG "/io.max", line);
+	return cg_io_max(CG, self->ns[d], rbps);
 }
 
 /*

@@ -1442,15 +1442,24 @@ FIXTURE_SETUP(race)
 	       self->nvme_dev, self->provider);
 }
 
-FIXTURE_TEARDOWN(race)
+/*
+ * In the parent, once the test's process and every file it had are gone:
+ * the file system must then unmount, or the kernel kept a reference.
+ */
+FIXTURE_TEARDOWN_PARENT(race)
 {
 	if (self->knobs_saved) {
 		EXPECT_EQ(0, sysfs_write(P2P_COPY_MBPS, self->knobs[1]));
 		EXPECT_EQ(0, sysfs_write(P2P_COPY_FROM, self->knobs[2]));
 		EXPECT_EQ(0, sysfs_write(P2P_ENABLED, self->knobs[0]));
 	}
-	if (self->mounted)
-		umount2(MNT, MNT_DETACH);
+	if (self->mounted) {
+		int ret = umount_settled(MNT, 30);
+
+		EXPECT_EQ(0, ret)
+			TH_LOG("%s on %s: umount after the test exited: %s",
+			       variant->fs, self->blk, strerror(-ret));
+	}
 	if (self->assembled)
 		run_cmd("mdadm --stop " MD " 2>/dev/null");
 }

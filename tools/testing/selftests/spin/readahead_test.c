@@ -47,7 +47,6 @@
 
 #define TRACE_EVENT_DIR	TRACEFS "/events/p2p_router/p2p_ra_partition"
 
-#define CG_ROOT		"/sys/fs/cgroup"
 #define CG_CHILD	CG_ROOT "/spin-readahead"
 
 #define FILE_SIZE	(32 * MiB)

@@ -566,6 +566,90 @@ static inline int mkfs_mount_opts(const char *fs, const char *ns,
 	return mount(dev, mnt, fs, 0, NULL) ? -errno : 0;
 }
 
+/*
+ * Drive limits by cgroup v2 io.max: cg_io_enter() moves this process into
+ * the cgroup @cg (mounting cgroup2 and enabling io as needed),
+ * cg_io_max() limits that cgroup's reads of /dev/@ns to @rbps bytes/s
+ * ("max": no limit), cg_io_leave() moves the process back to the root
+ * and removes @cg, whose limits go with it.  0 or -errno.
+ */
+#define CG_ROOT		"/sys/fs/cgroup"
+
+static inline int cg_io_enter(const char *cg)
+{
+	char path[PATH_MAX], line[32];
+
+	if (access(CG_ROOT "/cgroup.subtree_control", F_OK)) {
+		mkdir(CG_ROOT, 0755);
+		if (mount("cgroup2", CG_ROOT, "cgroup2", 0, NULL))
+			return -errno;
+	}
+	if (sysfs_write(CG_ROOT "/cgroup.subtree_control", "+io"))
+		return -EIO;
+	if (mkdir(cg, 0755) && errno != EEXIST)
+		return -errno;
+	snprintf(line, sizeof(line), "%d", getpid());
+	xsnprintf(path, sizeof(path), "%s/cgroup.procs", cg);
+	return sysfs_write(path, line);
+}
+
+static inline int cg_io_max(const char *cg, const char *ns, const char *rbps)
+{
+	char path[PATH_MAX], line[96];
+	struct stat st;
+
+	xsnprintf(path, sizeof(path), "/dev/%s", ns);
+	if (stat(path, &st))
+		return -errno;
+	snprintf(line, sizeof(line), "%u:%u rbps=%s", major(st.st_rdev),
+		 minor(st.st_rdev), rbps);
+	xsnprintf(path, sizeof(path), "%s/io.max", cg);
+	return sysfs_write(path, line);
+}
+
+static inline int cg_io_leave(const char *cg)
+{
+	char line[32];
+	int i;
+
+	snprintf(line, sizeof(line), "%d", getpid());
+	if (sysfs_write(CG_ROOT "/cgroup.procs", line))
+		return -EIO;
+	/* A thread just joined may not have left the cgroup yet. */
+	for (i = 0; rmdir(cg); i++) {
+		if (errno != EBUSY || i == 20)
+			return -errno;
+		usleep(50 * 1000);
+	}
+	return 0;
+}
+
+/*
+ * Unmount @mnt for good, once every file of the test is closed (from a
+ * FIXTURE_TEARDOWN_PARENT, after the test's process has exited).  A lazy
+ * unmount would hide an open file or a mount reference that the kernel
+ * still holds: the file system would stay alive with its device claimed,
+ * and a later test would fail to make an array or a file system there.
+ * What the exit leaves to workers (io_uring's ring teardown, a delayed
+ * fput()) goes within seconds, so EBUSY is retried for up to @secs.
+ * 0, or -errno of the last try; the mount is then detached lazily.
+ */
+static inline int umount_settled(const char *mnt, int secs)
+{
+	int i, ret;
+
+	for (i = 0;; i++) {
+		if (!umount2(mnt, 0))
+			return 0;
+		ret = -errno;
+		if (ret != -EBUSY || i == secs * 10)
+			break;
+		usleep(100 * 1000);
+	}
+	umount2(mnt, MNT_DETACH);
+	return ret;
+}
+
 /* Make a fresh @fs ("xfs" or "ext4") on /dev/@ns and mount it at @mnt. */
 static inline int mkfs_mount(const char *fs, const char *ns, const char *mnt)
 {
@@ -945,6 +1029,32 @@ static inline int fault_attrs_arm(const char *dir, const char *times)
 	       fault_attr_set(dir, "interval", "1") ||
 	       fault_attr_set(dir, "probability", "100") ||
 	       fault_attr_set(dir, "times", times) ? -1 : 0;
+}
+
+/*
+ * The NVMe driver's fault injection for /dev/@ns into @dir: it fails
+ * requests at completion, after their DMA was in flight, where
+ * fail_make_request fails bios before they are issued.  Under a
+ * multipath head (nvme0n1 over nvme0c0n1) the requests are the path
+ * disk's.  0 or -ENOENT (no CONFIG_FAULT_INJECTION_DEBUG_FS).
+ */
+static inline int nvme_fault_dir(const char *ns, char *dir, size_t len)
+{
+	unsigned int i, sub, nsid;
+
+	if (sscanf(ns, "nvme%un%u", &sub, &nsid) != 2)
+		return -ENOENT;
+	for (i = 0; i < 16; i++) {
+		xsnprintf(dir, len, "/sys/kernel/debug/nvme%uc%un%u/fault_inject",
+			  sub, i, nsid);
+		if (!access(dir, F_OK))
+			return 0;
+	}
+	xsnprintf(dir, len, "/sys/kernel/debug/%s/fault_inject", ns);
+	if (!access(dir, F_OK))
+		return 0;
+	dir[0] = '\0';
+	return -ENOENT;
 }
 
 /* fail_make_request for the disk /dev/@blk, on or off. */

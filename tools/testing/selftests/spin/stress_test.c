@@ -344,10 +344,16 @@ FIXTURE_SETUP(stress)
 	self->mounted = true;
 }
 
-FIXTURE_TEARDOWN(stress)
+/* In the parent: the file system must unmount once the test has exited. */
+FIXTURE_TEARDOWN_PARENT(stress)
 {
-	if (self->mounted)
-		umount2(MNT, MNT_DETACH);
+	if (self->mounted) {
+		int ret = umount_settled(MNT, 30);
+
+		EXPECT_EQ(0, ret)
+			TH_LOG("%s on %s: umount after the test exited: %s",
+			       variant->fs, self->blk, strerror(-ret));
+	}
 	if (self->assembled)
 		run_cmd("mdadm --stop " MD " 2>/dev/null");
 }

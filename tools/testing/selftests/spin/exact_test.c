@@ -65,25 +65,6 @@ FIXTURE_VARIANT_ADD(exact, xfs) { .fs = "xfs" };
 FIXTURE_VARIANT_ADD(exact, ext4) { .fs = "ext4" };
 FIXTURE_VARIANT_ADD(exact, raw) { .fs = NULL };
 
-/* A counter of /proc/vmstat, or -1. */
-static long long vmstat(const char *name)
-{
-	char line[128];
-	long long v = -1;
-	size_t n = strlen(name);
-	FILE *f = fopen("/proc/vmstat", "r");
-
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (!strncmp(line, name, n) && line[n] == ' ') {
-			v = atoll(line + n + 1);
-			break;
-		}
-	fclose(f);
-	return v;
-}
-
 /* Wait up to 10 s for no page to be under writeback; 0 once none is. */
 static int writeback_idle(void)
 {

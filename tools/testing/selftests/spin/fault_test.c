@@ -5,17 +5,18 @@
  *
  * fail_make_request (CONFIG_FAIL_MAKE_REQUEST) fails a share of the bios
  * sent to one rig drive, used raw or as a member of md raid0, before they
- * are issued; the NVMe driver's fault injection fails a share of a
- * drive's requests at completion, once their data moved (for the
- * router's, the DMA into or out of device memory), with a media error;
- * dm-dust fails reads of chosen blocks of a drive.  Meanwhile buffered
- * reads into device memory (the P2P router's DMA and its page-cache
- * fallback) and buffered writes from device memory run against a model
- * of the device.
- * Every byte a read returns is checked against the model; a write that
- * fails, or whose fsync fails, makes its range unknown.  With the faults
- * off the whole device is read back and every known byte checked, and the
- * provider's p2pmem/available must be back where it started.
+ * are issued; the NVMe driver's fault injection fails a share of a drive's
+ * requests at completion, once their data moved (for the router's, the DMA
+ * into or out of device memory), with a media error; dm-dust fails reads
+ * of chosen blocks of a drive.  md raid1 with NVMe faults on one leg must
+ * hide them all: md retries a failed read on the other leg.  Meanwhile
+ * buffered reads into device memory (the P2P router's DMA and its
+ * page-cache fallback) and buffered writes from device memory run against
+ * a model of the device.  Every byte a read returns is checked against the
+ * model; a write that fails, or whose fsync fails, makes its range
+ * unknown.  With the faults off the whole device is read back and every
+ * known byte checked, and the provider's p2pmem/available must be back
+ * where it started.
  *
  * No file system: a failed metadata write would shut it down, which
  * tests the file system, not the router.  Each case proves its premise:
@@ -23,7 +24,8 @@
  * of the NVMe injection was consumed, or dm-dust's bad blocks gave EIO or
  * short reads), the router did DMA (stats/p2p_segments and p2p_bytes went
  * up), and a fault hit a routed DMA, which the router redid through the
- * page cache (stats/fallback_error went up).
+ * page cache (stats/fallback_error went up) or, on md raid1, no read
+ * failed.
  *
  * The "wberr" fixture is the exception, on XFS, ext4 and the raw
  * namespace: a buffered write whose writeback fails leaves the new bytes
@@ -67,10 +69,12 @@ FIXTURE(fault) {
 	uint64_t rng;
 	int fd;
 	bool assembled, dust;
+	bool all_dev;		/* every read into device memory */
 };
 
 FIXTURE_VARIANT(fault) {
-	int members;	/* > 1: md raid0, the first member fails */
+	int members;	/* > 1: md, the first member fails */
+	int level;	/* its RAID level */
 	bool dust;	/* dm-dust over the drive instead of fail_make_request */
 	bool completion;	/* the NVMe driver's fault injection instead */
 };
@@ -80,6 +84,9 @@ FIXTURE_VARIANT_ADD(fault, raid0) { .members = 2 };
 FIXTURE_VARIANT_ADD(fault, dust) { .members = 1, .dust = true };
 FIXTURE_VARIANT_ADD(fault, nvme_completion) {
 	.members = 1, .completion = true };
+/* One leg of md raid1 fails at completion: md hides every fault. */
+FIXTURE_VARIANT_ADD(fault, raid1_completion) {
+	.members = 2, .level = 1, .completion = true };
 
 /*
  * The status injected: Unrecovered Read Error (BLK_STS_MEDIUM), on reads,
@@ -136,8 +143,9 @@ FIXTURE_SETUP(fault)
 
 	if (variant->members > 1) {
 		ASSERT_EQ(0, md_create(MD, variant->members, self->ns, NULL,
-				       members, sizeof(members),
-				       "--level=0 --chunk=64"));
+				       members, sizeof(members), "--level=%d%s",
+				       variant->level,
+				       variant->level ? "" : " --chunk=64"));
 		self->assembled = true;
 		snprintf(self->dev, sizeof(self->dev), MD);
 	}
@@ -288,7 +296,7 @@ static void read_ops(struct __test_metadata *_metadata,
 	long d;
 
 	for (i = 0; i < nr; i++) {
-		bool to_dev = xorshift64(&self->rng) % 4;
+		bool to_dev = xorshift64(&self->rng) % 4 || self->all_dev;
 		unsigned char *buf = to_dev ? self->map : self->ram;
 
 		rand_io(self, &off, &len);
@@ -380,8 +388,18 @@ TEST_F_TIMEOUT(fault, reads_and_writes, 600)
 
 		snprintf(path, sizeof(path), "%s/times",
 			 self->inject[0] ? self->inject : FAIL_DIR);
+		/*
+		 * On raid1, reads only, all into device memory: md rewrites a
+		 * leg after a failed read, and a failed write of its
+		 * superblock fails the leg, after which nothing is injected.
+		 */
+		if (variant->level == 1) {
+			ASSERT_EQ(0, sysfs_write("/sys/block/md0/md/max_read_errors",
+						 "1000000"));
+			self->all_dev = true;
+		}
 		ASSERT_EQ(0, faults(self, true));
-		read_ops(_metadata, self, OPS, true, &c);
+		read_ops(_metadata, self, OPS, variant->level != 1, &c);
 		ASSERT_EQ(0, faults(self, false));
 		ASSERT_EQ(0, sysfs_read_ll(path, &left));
 		fired = FAIL_TIMES - left;
@@ -409,8 +427,28 @@ TEST_F_TIMEOUT(fault, reads_and_writes, 600)
 	}
 	ASSERT_LT(0, seg) TH_LOG("the router made no DMA");
 	ASSERT_LT(0, bytes);
-	/* ... and a fault hit one of its DMAs, which it redid. */
-	ASSERT_LT(0, redone) TH_LOG("no fault hit a routed DMA");
+	if (variant->level == 1) {
+		char path[PATH_MAX], state[64] = "";
+		long long corrected = -1, degraded = -1;
+
+		snprintf(path, sizeof(path),
+			 "/sys/block/md0/md/dev-%s/errors", self->ns[0]);
+		sysfs_read_ll(path, &corrected);
+		snprintf(path, sizeof(path),
+			 "/sys/block/md0/md/dev-%s/state", self->ns[0]);
+		sysfs_read(path, state, sizeof(state));
+		sysfs_read_ll("/sys/block/md0/md/degraded", &degraded);
+		TH_LOG("md: %s %s, %lld sectors read again after an error; degraded %lld",
+		       self->ns[0], state, corrected, degraded);
+		/* The premise: md met read errors of the leg, and fixed them. */
+		ASSERT_LT(0, corrected) TH_LOG("no read of the leg failed");
+		/* The other leg holds every byte: no read may fail. */
+		EXPECT_EQ(0, c.errors);
+		EXPECT_EQ(0, c.shortr);
+	} else {
+		/* ... and a fault hit one of its DMAs, which it redid. */
+		ASSERT_LT(0, redone) TH_LOG("no fault hit a routed DMA");
+	}
 
 	verify_all(_metadata, self);
 	munmap(self->map, MAP_LEN);

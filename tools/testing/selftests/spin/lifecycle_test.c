@@ -513,22 +513,6 @@ static long long cg_event(const char *file, const char *key)
 	return val;
 }
 
-static long long vmstat(const char *key)
-{
-	char line[128];
-	long long val = -1;
-	FILE *f = fopen("/proc/vmstat", "r");
-
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (!strncmp(line, key, strlen(key)) &&
-		    line[strlen(key)] == ' ')
-			val = strtoll(line + strlen(key) + 1, NULL, 10);
-	fclose(f);
-	return val;
-}
-
 /*
  * The child in the cgroup: the whole file read into RAM (which fills the
  * cgroup), 4 KiB sequential reads of it into device memory (P-readahead),

@@ -28,6 +28,7 @@
 #endif
 #include <pthread.h>
 #include <stddef.h>
+#include <sys/prctl.h>
 #include <sys/sysinfo.h>
 #include <sys/sysmacros.h>
 
@@ -226,6 +227,8 @@ FIXTURE(readahead) {
 	bool cg_enabled;
 	bool cg_made;
 	bool cg_moved;
+	/* global_pressure: its children, killed in the teardown */
+	pid_t kids[2];
 };
 
 FIXTURE_VARIANT(readahead) {
@@ -360,6 +363,15 @@ static void cgroup_restore(FIXTURE_DATA(readahead) *self)
 
 FIXTURE_TEARDOWN(readahead)
 {
+	int i;
+
+	/* Before the unmount: the streamer has a file open there. */
+	for (i = 0; i < 2; i++) {
+		if (self->kids[i] > 0) {
+			kill(self->kids[i], SIGKILL);
+			waitpid(self->kids[i], NULL, 0);
+		}
+	}
 	cgroup_restore(self);
 	if (self->knobs_saved)
 		EXPECT_EQ(0, knobs_restore(&self->knobs, self->bdi_ra));
@@ -1578,6 +1590,191 @@ TEST_F_TIMEOUT(readahead, thp_collapse, 300)
 	       part1, part2);
 	ASSERT_EQ(0, part2)
 		TH_LOG("the partition lost track of %lld pages", part2);
+}
+
+/* A field of /proc/meminfo in KiB, or -1. */
+static long long meminfo_kb(const char *key)
+{
+	char line[128];
+	long long v = -1;
+	size_t n = strlen(key);
+	FILE *f = fopen("/proc/meminfo", "r");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, key, n) && line[n] == ':') {
+			v = atoll(line + n + 1);
+			break;
+		}
+	fclose(f);
+	return v;
+}
+
+/* Pages reclaim scanned so far, by kswapd and directly. */
+static long long reclaim_scanned(void)
+{
+	return vmstat("pgscan_kswapd") + vmstat("pgscan_direct");
+}
+
+#define STREAM_SIZE	(128 * MiB)	/* the other tenant's file */
+#define HOG_SLACK	(64 * MiB)	/* what the hog leaves available */
+#define PRESSURE_PASSES	3
+
+/*
+ * A child that dies with the test: the hog holds @len bytes of anonymous
+ * memory (no swap in the rig: they stay), the streamer reads @path into
+ * RAM over and over, 1 MiB at a time, at the lowest priority.  Neither
+ * keeps the test's device memory (whose mapping would make the streamer's
+ * reads candidates for the router).  Returns the pid once the child has
+ * started, or -1 if it died first.
+ */
+static pid_t pressure_child(FIXTURE_DATA(readahead) *self, bool hog,
+			    size_t len, const char *path)
+{
+	pid_t pid, parent = getpid();
+	unsigned char *p;
+	int pipefd[2], fd;
+	size_t off;
+	char c;
+
+	if (pipe(pipefd))
+		return -1;
+	pid = fork();
+	if (pid) {
+		close(pipefd[1]);
+		if (pid > 0 && read(pipefd[0], &c, 1) != 1) {
+			waitpid(pid, NULL, 0);
+			pid = -1;
+		}
+		close(pipefd[0]);
+		return pid;
+	}
+	close(pipefd[0]);
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != parent)
+		_exit(1);
+	munmap(self->dev, MAP_LEN);
+	/* The victim, if the OOM killer must choose. */
+	sysfs_write("/proc/self/oom_score_adj", "1000");
+	if (hog) {
+		p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (p == MAP_FAILED)
+			_exit(1);
+		for (off = 0; off < len; off += PAGE)
+			p[off] = 1;
+		if (write(pipefd[1], "h", 1) != 1)
+			_exit(1);
+		for (;;)
+			pause();
+	}
+	if (nice(19) < 0)
+		_exit(1);
+	p = malloc(MiB);
+	fd = open(path, O_RDONLY);
+	if (!p || fd < 0 || write(pipefd[1], "s", 1) != 1)
+		_exit(1);
+	for (;;)
+		for (off = 0; off < STREAM_SIZE; off += MiB)
+			if (pread(fd, p, MiB, off) < 0)
+				_exit(1);
+}
+
+/* drop_caches(), then the partition's gauge, retried while it is not 0. */
+static long long partition_after_drop(void)
+{
+	long long part = -1;
+	int i;
+
+	for (i = 0; i < 5; i++) {
+		if (drop_caches())
+			return -1;
+		part = partition_pages();
+		if (!part)
+			break;
+		usleep(200 * 1000);
+	}
+	return part;
+}
+
+/*
+ * Global memory pressure, no memory cgroup: a process holds all but
+ * HOG_SLACK of the available memory and another streams a 128 MiB file
+ * into RAM, so that kswapd and direct reclaim run while P-readahead serves
+ * small sequential reads into device memory (large folios on XFS).  Every
+ * byte stays right and nine requests in ten are read ahead, the partition
+ * stays within its cap, reclaim takes partition folios (more leave it by
+ * removal than migration moved pages), no process is killed for memory,
+ * and the partition's accounts balance: once the page cache is dropped,
+ * every page added was evicted, promoted or removed, and the gauge reads
+ * 0.
+ */
+TEST_F_TIMEOUT(readahead, global_pressure, 600)
+{
+	const long long len = FILE_SIZE;
+	long long avail, scan0, scan, oom0, mig0, mig, max_part = 0, part = 0;
+	struct ra_stats before, d;
+	char stream[PATH_MAX];
+	long reqs = 0, rd;
+	int i, fd;
+
+	snprintf(stream, sizeof(stream), MNT "/stream");
+	ASSERT_EQ(0, write_pattern_file(stream, STREAM_SIZE, self->seed ^ 1));
+	ASSERT_EQ(0, partition_after_drop());
+	avail = meminfo_kb("MemAvailable") * KiB;
+	ASSERT_LT((long long)HOG_SLACK, avail);
+	oom0 = vmstat("oom_kill");
+
+	self->kids[0] = pressure_child(self, true, avail - HOG_SLACK, NULL);
+	ASSERT_LT(0, self->kids[0]) TH_LOG("the hog died before it held its memory");
+	self->kids[1] = pressure_child(self, false, 0, stream);
+	ASSERT_LT(0, self->kids[1]) TH_LOG("the streamer did not start");
+	TH_LOG("hog holds %lld MiB of %lld MiB available; MemAvailable now %lld MiB",
+	       (avail - HOG_SLACK) / (long long)MiB, avail / (long long)MiB,
+	       meminfo_kb("MemAvailable") / 1024);
+
+	stats_read(&before);
+	scan0 = reclaim_scanned();
+	mig0 = vmstat("pgmigrate_success");
+	fd = open(self->path, O_RDONLY);
+	ASSERT_LE(0, fd);
+	for (i = 0; i < PRESSURE_PASSES; i++) {
+		rd = seq_read(_metadata, self, fd, 0, len, REQ, self->seed,
+			      &part);
+		ASSERT_EQ(len / REQ, rd) TH_LOG("pass %d", i);
+		reqs += rd;
+		if (part > max_part)
+			max_part = part;
+	}
+	close(fd);
+	scan = reclaim_scanned() - scan0;
+	mig = vmstat("pgmigrate_success") - mig0;
+	/* Both still there: the pressure lasted. */
+	for (i = 0; i < 2; i++)
+		EXPECT_EQ(0, waitpid(self->kids[i], NULL, WNOHANG));
+	for (i = 0; i < 2; i++) {
+		kill(self->kids[i], SIGKILL);
+		waitpid(self->kids[i], NULL, 0);
+		self->kids[i] = 0;
+	}
+	unlink(stream);
+	part = partition_after_drop();
+	stats_delta(&before, &d);
+	stats_log(_metadata, "3 x 32 MiB in 16 KiB reads under pressure, then drop_caches", &d);
+	TH_LOG("%lld pages scanned by reclaim, %lld migrated, %lld OOM kills, at most %lld pages in the partition, %lld after drop_caches",
+	       scan, mig, vmstat("oom_kill") - oom0, max_part, part);
+
+	/* The premise: reclaim ran, a lot, while the reads did. */
+	ASSERT_LE((long long)(STREAM_SIZE / PAGE), scan)
+		TH_LOG("too little reclaim during the reads");
+	EXPECT_EQ(0, vmstat("oom_kill") - oom0);
+	EXPECT_LE(reqs * 9 / 10, d.ra_reads);
+	EXPECT_LE(reqs * (long long)(REQ / PAGE) * 9 / 10, d.ra_hits);
+	EXPECT_GE(partition_limit(DEFAULT_RA_KB), max_part);
+	EXPECT_LT(mig, d.ra_removed) TH_LOG("reclaim took no partition folio");
+	EXPECT_EQ(0, part);
+	EXPECT_EQ(d.ra_pages, d.ra_evicted + d.ra_promoted + d.ra_removed);
 }
 
 /* RAM in KiB as the kernel counts it (totalram_pages). */

@@ -566,6 +566,25 @@ static inline int mkfs_mount_opts(const char *fs, const char *ns,
 	return mount(dev, mnt, fs, 0, NULL) ? -errno : 0;
 }
 
+/* A counter of /proc/vmstat, or -1. */
+static inline long long vmstat(const char *name)
+{
+	char line[128];
+	long long v = -1;
+	size_t n = strlen(name);
+	FILE *f = fopen("/proc/vmstat", "r");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, name, n) && line[n] == ' ') {
+			v = atoll(line + n + 1);
+			break;
+		}
+	fclose(f);
+	return v;
+}
+
 /*
  * Drive limits by cgroup v2 io.max: cg_io_enter() moves this process into
  * the cgroup @cg (mounting cgroup2 and enabling io as needed),

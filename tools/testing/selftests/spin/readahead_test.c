@@ -1595,20 +1595,7 @@ TEST_F_TIMEOUT(readahead, thp_collapse, 300)
 /* A field of /proc/meminfo in KiB, or -1. */
 static long long meminfo_kb(const char *key)
 {
-	char line[128];
-	long long v = -1;
-	size_t n = strlen(key);
-	FILE *f = fopen("/proc/meminfo", "r");
-
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (!strncmp(line, key, n) && line[n] == ':') {
-			v = atoll(line + n + 1);
-			break;
-		}
-	fclose(f);
-	return v;
+	return proc_field("/proc/meminfo", key, ':');
 }
 
 /* Pages reclaim scanned so far, by kswapd and directly. */

@@ -566,23 +566,33 @@ static inline int mkfs_mount_opts(const char *fs, const char *ns,
 	return mount(dev, mnt, fs, 0, NULL) ? -errno : 0;
 }
 
-/* A counter of /proc/vmstat, or -1. */
-static inline long long vmstat(const char *name)
+/*
+ * The number after "@key@sep" at the start of a line of @file (a
+ * /proc file of one value a line), or -1.
+ */
+static inline long long proc_field(const char *file, const char *key,
+				   char sep)
 {
 	char line[128];
 	long long v = -1;
-	size_t n = strlen(name);
-	FILE *f = fopen("/proc/vmstat", "r");
+	size_t n = strlen(key);
+	FILE *f = fopen(file, "r");
 
 	if (!f)
 		return -1;
 	while (fgets(line, sizeof(line), f))
-		if (!strncmp(line, name, n) && line[n] == ' ') {
+		if (!strncmp(line, key, n) && line[n] == sep) {
 			v = atoll(line + n + 1);
 			break;
 		}
 	fclose(f);
 	return v;
+}
+
+/* A counter of /proc/vmstat, or -1. */
+static inline long long vmstat(const char *name)
+{
+	return proc_field("/proc/vmstat", name, ' ');
 }
 
 /*

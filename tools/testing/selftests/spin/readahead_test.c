@@ -1611,10 +1611,11 @@ static long long reclaim_scanned(void)
 /*
  * A child that dies with the test: the hog holds @len bytes of anonymous
  * memory (no swap in the rig: they stay), the streamer reads @path into
- * RAM over and over, 1 MiB at a time, at the lowest priority.  Neither
- * keeps the test's device memory (whose mapping would make the streamer's
- * reads candidates for the router).  Returns the pid once the child has
- * started, or -1 if it died first.
+ * RAM over and over, 1 MiB at a time.  Neither keeps the test's device
+ * memory (whose mapping would make the streamer's reads candidates for
+ * the router).  Returns the pid once the hog holds its memory or the
+ * streamer has read the file once (so that reclaim is running), or -1 if
+ * the child died first.
  */
 static pid_t pressure_child(FIXTURE_DATA(readahead) *self, bool hog,
 			    size_t len, const char *path)
@@ -1656,16 +1657,17 @@ static pid_t pressure_child(FIXTURE_DATA(readahead) *self, bool hog,
 		for (;;)
 			pause();
 	}
-	if (nice(19) < 0)
-		_exit(1);
 	p = malloc(MiB);
 	fd = open(path, O_RDONLY);
-	if (!p || fd < 0 || write(pipefd[1], "s", 1) != 1)
+	if (!p || fd < 0)
 		_exit(1);
-	for (;;)
+	for (len = 0;; len++) {
 		for (off = 0; off < STREAM_SIZE; off += MiB)
 			if (pread(fd, p, MiB, off) < 0)
 				_exit(1);
+		if (!len && write(pipefd[1], "s", 1) != 1)
+			_exit(1);
+	}
 }
 
 /* drop_caches(), then the partition's gauge, retried while it is not 0. */
@@ -1753,7 +1755,7 @@ TEST_F_TIMEOUT(readahead, global_pressure, 600)
 	       scan, mig, vmstat("oom_kill") - oom0, max_part, part);
 
 	/* The premise: reclaim ran, a lot, while the reads did. */
-	ASSERT_LE((long long)(STREAM_SIZE / PAGE), scan)
+	ASSERT_LE((long long)(STREAM_SIZE / PAGE / 4), scan)
 		TH_LOG("too little reclaim during the reads");
 	EXPECT_EQ(0, vmstat("oom_kill") - oom0);
 	EXPECT_LE(reqs * 9 / 10, d.ra_reads);

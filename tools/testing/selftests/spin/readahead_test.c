@@ -1622,7 +1622,7 @@ static pid_t pressure_child(FIXTURE_DATA(readahead) *self, bool hog,
 {
 	pid_t pid, parent = getpid();
 	unsigned char *p;
-	int pipefd[2], fd;
+	int pipefd[2], fd, pass;
 	size_t off;
 	char c;
 
@@ -1661,11 +1661,11 @@ static pid_t pressure_child(FIXTURE_DATA(readahead) *self, bool hog,
 	fd = open(path, O_RDONLY);
 	if (!p || fd < 0)
 		_exit(1);
-	for (len = 0;; len++) {
+	for (pass = 0;; pass++) {
 		for (off = 0; off < STREAM_SIZE; off += MiB)
 			if (pread(fd, p, MiB, off) < 0)
 				_exit(1);
-		if (!len && write(pipefd[1], "s", 1) != 1)
+		if (!pass && write(pipefd[1], "s", 1) != 1)
 			_exit(1);
 	}
 }

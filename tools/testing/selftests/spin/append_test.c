@@ -17,8 +17,10 @@
  * prefix of what was written, at least what was synced, with no zero and
  * no stale byte in it, and fsck -n must be clean.  A direct write past the
  * end of the file moves the on-disk size; the router must have written
- * back the buffered data before it first.  It also fails the device
- * (fail_make_request) in the middle of a routed append.
+ * back the buffered data before it first.  O_DSYNC and RWF_DSYNC appends
+ * without fsync() are replayed entry by entry and checked after every
+ * flush and FUA write, as a power cut there would leave them.  It also
+ * fails the device (fail_make_request) in the middle of a routed append.
  */
 #define _GNU_SOURCE
 #include "spin_util.h"
@@ -565,61 +567,76 @@ static void replay_close(struct replay *r)
 }
 
 /*
+ * Replay the next entry of the log onto the target: 1 with its flags in
+ * @flags (and a mark's name in @name, of @len bytes), 0 if the log has no
+ * entry left, -1 if it cannot be read or the target written.
+ */
+static int replay_next(struct replay *r, uint64_t *flags, char *name,
+		       size_t len)
+{
+	struct log_write_entry e;
+	off_t src, dst;
+	size_t left;
+
+	if (r->next >= r->entries)
+		return 0;
+	if (pread(r->log, r->buf, r->bs, r->at) != r->bs)
+		return -1;
+	memcpy(&e, r->buf, sizeof(e));
+	r->next++;
+	r->at += r->bs;
+	*flags = e.flags;
+	if (e.flags & LOG_MARK_FLAG) {
+		size_t n = e.data_len < len - 1 ? e.data_len : len - 1;
+
+		memcpy(name, r->buf + sizeof(e), n);
+		name[n] = '\0';
+		return 1;
+	}
+	src = r->at;
+	dst = e.sector * r->bs;
+	left = e.nr_sectors * r->bs;
+	if (e.flags & LOG_DISCARD_FLAG) {
+		/* The drives read a discarded range as zeros. */
+		memset(r->buf, 0, MiB);
+		while (left) {
+			size_t n = left < MiB ? left : MiB;
+
+			if (pwrite(r->dst, r->buf, n, dst) != (ssize_t)n)
+				return -1;
+			dst += n;
+			left -= n;
+		}
+		return 1;
+	}
+	r->at += left;
+	while (left) {
+		size_t n = left < MiB ? left : MiB;
+
+		if (pread(r->log, r->buf, n, src) != (ssize_t)n ||
+		    pwrite(r->dst, r->buf, n, dst) != (ssize_t)n)
+			return -1;
+		src += n;
+		dst += n;
+		left -= n;
+	}
+	return 1;
+}
+
+/*
  * Replay entries until the mark @mark (NULL: to the end).  0 once the mark
  * has been replayed, -1 if the log ends first or cannot be read.
  */
 static int replay_to(struct replay *r, const char *mark)
 {
-	while (r->next < r->entries) {
-		struct log_write_entry e;
-		char name[256];
-		off_t src, dst;
-		size_t left;
+	char name[256];
+	uint64_t flags;
+	int ret;
 
-		if (pread(r->log, r->buf, r->bs, r->at) != r->bs)
-			return -1;
-		memcpy(&e, r->buf, sizeof(e));
-		r->next++;
-		r->at += r->bs;
-		if (e.flags & LOG_MARK_FLAG) {
-			size_t n = e.data_len < sizeof(name) - 1 ?
-				   e.data_len : sizeof(name) - 1;
-
-			memcpy(name, r->buf + sizeof(e), n);
-			name[n] = '\0';
-			if (mark && !strcmp(name, mark))
-				return fsync(r->dst);
-			continue;
-		}
-		src = r->at;
-		dst = e.sector * r->bs;
-		left = e.nr_sectors * r->bs;
-		if (e.flags & LOG_DISCARD_FLAG) {
-			/* The drives read a discarded range as zeros. */
-			memset(r->buf, 0, MiB);
-			while (left) {
-				size_t n = left < MiB ? left : MiB;
-
-				if (pwrite(r->dst, r->buf, n, dst) != (ssize_t)n)
-					return -1;
-				dst += n;
-				left -= n;
-			}
-			continue;
-		}
-		r->at += left;
-		while (left) {
-			size_t n = left < MiB ? left : MiB;
-
-			if (pread(r->log, r->buf, n, src) != (ssize_t)n ||
-			    pwrite(r->dst, r->buf, n, dst) != (ssize_t)n)
-				return -1;
-			src += n;
-			dst += n;
-			left -= n;
-		}
-	}
-	return mark ? -1 : fsync(r->dst);
+	while ((ret = replay_next(r, &flags, name, sizeof(name))) > 0)
+		if ((flags & LOG_MARK_FLAG) && mark && !strcmp(name, mark))
+			return fsync(r->dst);
+	return ret || mark ? -1 : fsync(r->dst);
 }
 
 /* Create /dev/mapper/@name with the table @fmt; 0 on success. */
@@ -798,14 +815,45 @@ static int cow_attach(char *dev, size_t len)
 }
 
 /*
+ * The first byte of the file at @path, of @size bytes, that differs from
+ * @want, or -1: from @zeros on, a 512-byte block may instead be all
+ * zeros.  -2 or -3 if it cannot be read.
+ */
+static long file_diff_zeros(const char *path, const unsigned char *want,
+			    off_t size, off_t zeros)
+{
+	unsigned char *buf = malloc(size ? size : 1);
+	long ret = -2;
+	off_t b;
+	int fd;
+
+	fd = open(path, O_RDONLY);
+	if (buf && fd >= 0) {
+		ret = pread(fd, buf, size, 0) == size ? -1 : -3;
+		for (b = 0; ret == -1 && b < size; b += 512) {
+			size_t l = size - b < 512 ? size - b : 512;
+			long d = first_diff(buf + b, want + b, l);
+
+			if (d != -1 && (b < zeros || !all_zero(buf + b, l)))
+				ret = b + d;
+		}
+	}
+	if (fd >= 0)
+		close(fd);
+	free(buf);
+	return ret;
+}
+
+/*
  * The file as the filesystem on /dev/mapper/@dm recovers it, against the
  * model: at least @synced bytes, at most @written, all of them as
- * written.  Then fsck -n of the recovered filesystem.  0 if all holds.
+ * written, except that 512-byte blocks from @zeros on may read as zeros.
+ * Then fsck -n of the recovered filesystem.  0 if all holds.
  */
 static int check_recovered(struct __test_metadata *_metadata,
 			   FIXTURE_DATA(crash) *self, const char *fs,
 			   const char *dm, const char *mark, off_t synced,
-			   off_t written)
+			   off_t written, off_t zeros)
 {
 	char dev[PATH_MAX];
 	struct stat st;
@@ -827,7 +875,8 @@ static int check_recovered(struct __test_metadata *_metadata,
 		       (long long)written);
 		ret = -1;
 	} else {
-		diff = file_diff(CR_CHECK "/log", 0, self->model, st.st_size);
+		diff = file_diff_zeros(CR_CHECK "/log", self->model,
+				       st.st_size, zeros);
 		if (diff != -1) {
 			TH_LOG("%s: size %lld (synced %lld, written %lld), differs at %ld",
 			       mark, (long long)st.st_size, (long long)synced,
@@ -849,7 +898,8 @@ static int check_recovered(struct __test_metadata *_metadata,
 /* A transient snapshot of the replay target, for one check. */
 static int check_mark(struct __test_metadata *_metadata,
 		      FIXTURE_DATA(crash) *self, const char *fs,
-		      const char *mark, off_t synced, off_t written)
+		      const char *mark, off_t synced, off_t written,
+		      off_t zeros)
 {
 	int ret;
 
@@ -857,7 +907,7 @@ static int check_mark(struct __test_metadata *_metadata,
 		     CR_SECTORS, self->cow))
 		return -1;
 	ret = check_recovered(_metadata, self, fs, CR_SNAP, mark, synced,
-			      written);
+			      written, zeros);
 	run_cmd("dmsetup remove --noudevsync " CR_SNAP);
 	return ret;
 }
@@ -865,6 +915,43 @@ static int check_mark(struct __test_metadata *_metadata,
 static int log_mark(const char *mark)
 {
 	return run_cmdf("dmsetup message " CR_LOG " 0 mark %s", mark);
+}
+
+/*
+ * A fresh @fs on dm-log-writes over CR_DATA, logging to drive 1, mounted
+ * on CR_MNT, and the replay target filled with the stale pattern.
+ */
+static void log_start(struct __test_metadata *_metadata,
+		      FIXTURE_DATA(crash) *self, const char *fs)
+{
+	ASSERT_EQ(0, fill_stale(CR_REPLAY));
+	ASSERT_EQ(0, zero_head(self->ns[1]));
+	ASSERT_EQ(0, dm_create(CR_LOG, "0 %lu log-writes /dev/mapper/" CR_DATA
+			      " /dev/%s", CR_SECTORS, self->ns[1]));
+	ASSERT_EQ(1, dm_p2pdma(CR_LOG))
+		TH_LOG("dm-log-writes does not pass P2PDMA");
+	mkdir(CR_MNT, 0755);
+	ASSERT_EQ(0, mkfs_nodiscard(fs, "/dev/mapper/" CR_LOG));
+	ASSERT_EQ(0, mount("/dev/mapper/" CR_LOG, CR_MNT, fs, 0, NULL));
+}
+
+/*
+ * Unmount, stop logging, and open the log in @r for a replay, which has
+ * gone up to the mark "start".  Every descriptor on CR_MNT is closed.
+ */
+static void log_stop(struct __test_metadata *_metadata,
+		     FIXTURE_DATA(crash) *self, struct replay *r)
+{
+	char logdev[PATH_MAX];
+
+	ASSERT_EQ(0, umount2(CR_MNT, 0));
+	ASSERT_EQ(0, run_cmd("dmsetup remove --noudevsync " CR_LOG));
+	ASSERT_EQ(0, cow_attach(self->cow, sizeof(self->cow)));
+	xsnprintf(logdev, sizeof(logdev), "/dev/%s", self->ns[1]);
+	ASSERT_EQ(0, replay_open(r, logdev, "/dev/mapper/" CR_REPLAY));
+	TH_LOG("log: %llu entries of %u-byte sectors",
+	       (unsigned long long)r->entries, r->bs);
+	ASSERT_EQ(0, replay_to(r, "start"));
 }
 
 /*
@@ -880,20 +967,11 @@ TEST_F_TIMEOUT(crash, log_writes_replay, 900)
 	off_t written = 0, synced[CR_STEPS + 1], wrote[CR_STEPS + 1];
 	struct stats before, d;
 	uint64_t rnd = self->seed | 1;
-	char mark[32], logdev[PATH_MAX];
+	char mark[32];
 	struct replay r;
 	int fd, ofd, i;
 
-	ASSERT_EQ(0, fill_stale(CR_REPLAY));
-	ASSERT_EQ(0, zero_head(self->ns[1]));
-	ASSERT_EQ(0, dm_create(CR_LOG, "0 %lu log-writes /dev/mapper/" CR_DATA
-			      " /dev/%s", CR_SECTORS, self->ns[1]));
-	ASSERT_EQ(1, dm_p2pdma(CR_LOG))
-		TH_LOG("dm-log-writes does not pass P2PDMA");
-	mkdir(CR_MNT, 0755);
-	ASSERT_EQ(0, mkfs_nodiscard(variant->fs, "/dev/mapper/" CR_LOG));
-	ASSERT_EQ(0, mount("/dev/mapper/" CR_LOG, CR_MNT, variant->fs, 0,
-			   NULL));
+	log_start(_metadata, self, variant->fs);
 	fd = open(CR_PATH, O_WRONLY | O_CREAT | O_APPEND, 0644);
 	ASSERT_LE(0, fd);
 	ofd = open(CR_OTHER, O_WRONLY | O_CREAT, 0644);
@@ -940,27 +1018,131 @@ TEST_F_TIMEOUT(crash, log_writes_replay, 900)
 	EXPECT_LT(written / 2, d.p2p);
 	close(fd);
 	close(ofd);
-	ASSERT_EQ(0, umount2(CR_MNT, 0));
-	ASSERT_EQ(0, run_cmd("dmsetup remove --noudevsync " CR_LOG));
-
-	ASSERT_EQ(0, cow_attach(self->cow, sizeof(self->cow)));
-	xsnprintf(logdev, sizeof(logdev), "/dev/%s", self->ns[1]);
-	ASSERT_EQ(0, replay_open(&r, logdev, "/dev/mapper/" CR_REPLAY));
-	TH_LOG("log: %llu entries of %u-byte sectors",
-	       (unsigned long long)r.entries, r.bs);
-	ASSERT_EQ(0, replay_to(&r, "start"));
-	EXPECT_EQ(0, check_mark(_metadata, self, variant->fs, "start", 0, 0));
+	log_stop(_metadata, self, &r);
+	EXPECT_EQ(0, check_mark(_metadata, self, variant->fs, "start", 0, 0,
+				0));
 	for (i = 1; i <= CR_STEPS; i++) {
 		snprintf(mark, sizeof(mark), i % 2 ? "sync%d" : "other%d", i);
 		ASSERT_EQ(0, replay_to(&r, mark)) TH_LOG("no mark %s", mark);
 		EXPECT_EQ(0, check_mark(_metadata, self, variant->fs, mark,
-					synced[i], wrote[i]));
+					synced[i], wrote[i], wrote[i]));
 	}
 	/* And the clean unmount at the end: everything. */
 	ASSERT_EQ(0, replay_to(&r, NULL));
 	EXPECT_EQ(0, check_mark(_metadata, self, variant->fs, "end", written,
-				written));
+				written, written));
 	replay_close(&r);
+}
+
+/*
+ * O_DSYNC and RWF_DSYNC appends with no fsync(), as a power cut leaves
+ * them.  dm-log-writes puts a completed write into its log only when a
+ * flush or a FUA write makes it durable, so replaying the log entry by
+ * entry and recovering the file system after every flush and every FUA
+ * write gives, at each, a state the drive could be left in.  In each the
+ * file holds at least what the appends that had returned wrote (their
+ * marks come before), at most what the append under way adds, and no
+ * stale byte; at each mark, exactly what was written.
+ */
+#define DS_STEPS	6
+
+TEST_F_TIMEOUT(crash, dsync_every_flush, 1200)
+{
+	off_t written = 0, wrote[DS_STEPS + 1];
+	uint64_t rnd = self->seed | 1, flags;
+	int fd, afd, i, marks = 0, points = 0, total = 0, ret;
+	off_t low = 0, high = 0;
+	struct stats before, d;
+	char mark[32], name[256];
+	struct replay r;
+
+	log_start(_metadata, self, variant->fs);
+	fd = open(CR_PATH, O_WRONLY | O_CREAT | O_APPEND | O_DSYNC, 0644);
+	ASSERT_LE(0, fd);
+	afd = open(CR_PATH, O_WRONLY | O_APPEND);
+	ASSERT_LE(0, afd);
+	ASSERT_EQ(0, fsync(fd));
+	sync();
+	ASSERT_EQ(0, log_mark("start"));
+	wrote[0] = 0;
+
+	stats_read(&before);
+	for (i = 1; i <= DS_STEPS; i++) {
+		size_t len = MiB / 2 + xorshift64(&rnd) % MiB;
+		struct iovec iov;
+
+		if (i % 3 == 1)		/* aligned in the file */
+			len = (len + PAGE - 1) & ~(PAGE - 1);
+		ASSERT_LE(written + len, MODEL_LEN);
+		pattern_fill(self->model + written, len, written, self->seed);
+		iov.iov_base = self->dev + (written & (PAGE - 1));
+		iov.iov_len = len;
+		memcpy(iov.iov_base, self->model + written, len);
+		if (i % 2) {
+			ASSERT_EQ((ssize_t)len, write(fd, iov.iov_base, len));
+		} else {
+			ASSERT_EQ((ssize_t)len,
+				  pwritev2(afd, &iov, 1, -1, RWF_DSYNC));
+		}
+		written += len;
+		wrote[i] = written;
+		snprintf(mark, sizeof(mark), "dsync%d", i);
+		ASSERT_EQ(0, log_mark(mark));
+	}
+	stats_delta(&before, &d);
+	TH_LOG("%lld bytes appended: routed %lld, p2p %lld, cache %lld",
+	       (long long)written, d.routed, d.p2p, d.cache);
+	/* The premise: most of it went by DMA, through dm-log-writes. */
+	EXPECT_LT(written / 2, d.p2p);
+	close(fd);
+	close(afd);
+	log_stop(_metadata, self, &r);
+
+	/*
+	 * Between two marks: what the first one's append wrote, up to the
+	 * next's.  ext4 (dioread_nolock, the default) may commit a size
+	 * over unwritten extents before their data is written, so past what
+	 * the returned appends wrote, a block there may read as zeros.
+	 */
+	high = wrote[1];
+	while ((ret = replay_next(&r, &flags, name, sizeof(name))) > 0) {
+		if (flags & LOG_MARK_FLAG) {
+			/* dm-log-writes marks where it stopped logging. */
+			if (!strcmp(name, "dm-log-writes-end"))
+				continue;
+			ASSERT_EQ(1, sscanf(name, "dsync%d", &i))
+				TH_LOG("mark %s", name);
+			ASSERT_EQ(++marks, i);
+			/* The premise: the append was made durable. */
+			ASSERT_LE(1, points) TH_LOG("no flush or FUA before %s",
+						    name);
+			total += points;
+			points = 0;
+			low = high = wrote[i];
+			ASSERT_EQ(0, fsync(r.dst));
+			EXPECT_EQ(0, check_mark(_metadata, self, variant->fs,
+						name, low, high, high));
+			if (i < DS_STEPS)
+				high = wrote[i + 1];
+			continue;
+		}
+		if (!(flags & (LOG_FLUSH_FLAG | LOG_FUA_FLAG)))
+			continue;
+		points++;
+		snprintf(mark, sizeof(mark), "%s %llu after dsync%d",
+			 flags & LOG_FLUSH_FLAG ? "flush" : "fua",
+			 (unsigned long long)r.next - 1, marks);
+		ASSERT_EQ(0, fsync(r.dst));
+		EXPECT_EQ(0, check_mark(_metadata, self, variant->fs, mark,
+					low, high,
+					strcmp(variant->fs, "ext4") ? high : low));
+	}
+	ASSERT_EQ(0, ret);
+	replay_close(&r);
+	TH_LOG("%d marks, %d flush or FUA points checked", marks,
+	       total + points);
+	/* The premise: every append reached its mark. */
+	ASSERT_EQ(DS_STEPS, marks);
 }
 
 #define FAIL_DIR	"/sys/kernel/debug/fail_make_request"
@@ -1062,6 +1244,7 @@ TEST_F_TIMEOUT(crash, fail_mid_append, 300)
 	/* The drive works again, as after a power cycle. */
 	EXPECT_EQ(0, check_recovered(_metadata, self, variant->fs, CR_DATA,
 				     "after the failure", synced,
+				     synced + (n > 0 ? n : 0),
 				     synced + (n > 0 ? n : 0)));
 }
 

@@ -14,7 +14,9 @@
  * on SPINFAR0, which cannot reach the memory, refuses O_DIRECT writes with
  * EREMOTEIO and leaves both legs as they were, and the router copies.
  * md raid1 over thin volumes whose pool metadata sits on SPINFAR0 is
- * asked only about the pool's data device, and takes both by DMA.
+ * asked only about the pool's data device, and takes both by DMA.  A
+ * raid1 volume with a dead leg serves reads and writes of device memory
+ * by DMA while degraded and while lvconvert --repair rebuilds the leg.
  */
 #define _GNU_SOURCE
 #include "spin_util.h"
@@ -324,12 +326,34 @@ static long lv_diff_dev(FIXTURE_DATA(lvm) *self, const char *path,
 	return -1;
 }
 
+/*
+ * Run the lvm command line @fmt quietly: LVM prints warnings (a PV gone
+ * missing, one come back) even with -q, which the console would show as
+ * the kernel's.  Its output, lowercased, goes to stderr if it fails.
+ */
+static int __attribute__((format(printf, 1, 2))) lvm_quiet(const char *fmt, ...)
+{
+	va_list ap;
+	char *cmd;
+	int ret;
+
+	va_start(ap, fmt);
+	cmd = str_vprintf(fmt, ap);
+	va_end(ap);
+	if (!cmd)
+		return -1;
+	ret = run_cmdf(LVM " %s >/tmp/lvm.log 2>&1 || { tr A-Z a-z </tmp/lvm.log >&2; false; }",
+		       cmd);
+	free(cmd);
+	return ret;
+}
+
 /* md's check on a mirrored LV: its mismatch count, or -1. */
 static long long lv_mismatches(const char *lv)
 {
 	char buf[64];
 
-	if (run_cmdf(LVM " lvchange -q --syncaction check " VG "/%s", lv))
+	if (lvm_quiet("lvchange -q --syncaction check " VG "/%s", lv))
 		return -1;
 	usleep(500000);
 	if (lv_wait_idle(lv) ||
@@ -593,6 +617,151 @@ TEST_F_TIMEOUT(far, md_raid1_over_thin_far_metadata, 600)
 		EXPECT_EQ(-1, lv_diff_ram(l, leg)) TH_LOG("thin leg %u", i);
 	}
 	EXPECT_EQ(0, run_cmd("mdadm --stop " MD));
+}
+
+/*
+ * A raid1 volume keeps serving reads into device memory, and taking
+ * writes from it, with a leg on a drive that has died, and while
+ * lvconvert --repair rebuilds the leg on another drive.  The drive under
+ * leg 1 fails every request (fail_make_request) from before a write that
+ * makes md fail the leg, to the end of the repair, as a dead drive would.
+ * The reads are routed (after drop_caches()) and O_DIRECT, each checked
+ * against the model; the routed ones go by DMA from the surviving leg
+ * while degraded and during the rebuild (shown under way, slowed by
+ * --maxrecoveryrate).  Afterwards both legs hold the model, the new one
+ * on drive 2, and md's check finds them equal.
+ */
+#define FAIL_DIR	"/sys/kernel/debug/fail_make_request"
+
+FIXTURE(repair) {
+	FIXTURE_DATA(lvm) l;
+	struct fault_attrs fa;
+	bool failing;
+};
+
+FIXTURE_SETUP(repair)
+{
+	router_learned_reset();	/* each case starts from defaults */
+	vg_setup(_metadata, &self->l, "raid1 leg failed and repaired");
+	ASSERT_EQ(0, access(FAIL_DIR, F_OK))
+		TH_LOG("no %s (CONFIG_FAIL_MAKE_REQUEST)", FAIL_DIR);
+	ASSERT_EQ(0, fault_attrs_save(&self->fa, FAIL_DIR));
+}
+
+FIXTURE_TEARDOWN(repair)
+{
+	if (self->failing)
+		make_it_fail(self->l.ns[1], false);
+	fault_attrs_restore(&self->fa);
+	vg_free(&self->l);
+}
+
+/*
+ * The health characters of VG/@lv's dm-raid table ("AA", "AD", "Aa")
+ * and its sync action, from dmsetup status; 0 or -1.
+ */
+static int lv_raid_status(const char *lv, char *health, char *action)
+{
+	char cmd[256], line[512];
+	FILE *p;
+	int n;
+
+	xsnprintf(cmd, sizeof(cmd), "dmsetup status " VG "-%s", lv);
+	p = popen(cmd, "r");
+	if (!p)
+		return -1;
+	n = fgets(line, sizeof(line), p) ?
+	    sscanf(line, "%*u %*u raid %*s %*u %31s %*s %31s", health,
+		   action) : 0;
+	pclose(p);
+	return n == 2 ? 0 : -1;
+}
+
+TEST_F_TIMEOUT(repair, raid1_failed_leg, 600)
+{
+	FIXTURE_DATA(lvm) *l = &self->l;
+	char pvs[128], leg[PATH_MAX], kname[NAME_MAX + 1];
+	char health[32] = "", action[32] = "";
+	int i, during = 0, fd;
+	struct stats before, d;
+	double t0;
+
+	xsnprintf(pvs, sizeof(pvs), "/dev/%s /dev/%s", l->ns[0], l->ns[1]);
+	ASSERT_EQ(0, lv_create(l, "raid1", "--type raid1 -m 1", LV, pvs));
+	ASSERT_EQ(0, lv_wait_idle(LV)) TH_LOG("no initial sync");
+	ASSERT_EQ(1, dev_p2pdma(LV_DEV));
+	ASSERT_EQ(0, lv_fill(l, LV_DEV));
+
+	/* Drive 1 dies; a write from RAM makes md fail the leg on it. */
+	ASSERT_EQ(0, fault_attrs_arm(FAIL_DIR, "-1"));
+	ASSERT_EQ(0, make_it_fail(l->ns[1], true));
+	self->failing = true;
+	fd = open(LV_DEV, O_WRONLY | O_DIRECT);
+	ASSERT_LE(0, fd);
+	memcpy(l->buf, l->model, MiB);
+	ASSERT_EQ((ssize_t)MiB, pwrite(fd, l->buf, MiB, 0));
+	close(fd);
+	for (i = 0; i < 100 && !strchr(health, 'D'); i++) {
+		usleep(100000);
+		lv_raid_status(LV, health, action);
+	}
+	TH_LOG("after the write: health %s, %s", health, action);
+	ASSERT_EQ(0, strcmp(health, "AD")) TH_LOG("leg 1 not failed");
+
+	/* Degraded: routed and O_DIRECT, reads and writes. */
+	stats_read(&before);
+	EXPECT_EQ(-1, lv_diff_dev(l, LV_DEV, false));
+	stats_delta(&before, &d);
+	TH_LOG("degraded routed reads: p2p_bytes %lld", d.p2p_read);
+	EXPECT_LE((long long)REGION, d.p2p_read);
+	EXPECT_EQ(-1, lv_diff_dev(l, LV_DEV, true));
+	lv_writes_dma(_metadata, l, LV_DEV);
+	EXPECT_EQ(-1, lv_diff_ram(l, LV_DEV));
+
+	/* The repair, slowed so that the reads meet it: 32 MiB in 8-33 s. */
+	ASSERT_EQ(0, lvm_quiet("lvchange -q --maxrecoveryrate 4M " VG "/" LV));
+	ASSERT_EQ(0, lvm_quiet("lvconvert -q -y --repair " VG "/" LV " /dev/%s",
+			       l->ns[2]));
+	stats_read(&before);
+	t0 = now_sec();
+	while (now_sec() - t0 < 60) {
+		char a0[32] = "", a1[32] = "";
+
+		lv_raid_status(LV, health, a0);
+		EXPECT_EQ(-1, lv_diff_dev(l, LV_DEV, false));
+		lv_raid_status(LV, health, a1);
+		if (!strcmp(a0, "recover") && !strcmp(a1, "recover"))
+			during++;
+		else if (during)
+			break;
+	}
+	stats_delta(&before, &d);
+	TH_LOG("%d passes of routed reads within the rebuild: p2p_bytes %lld",
+	       during, d.p2p_read);
+	ASSERT_LE(1, during) TH_LOG("the rebuild was not under way");
+	EXPECT_LE((long long)during * REGION, d.p2p_read);
+	EXPECT_EQ(0, make_it_fail(l->ns[1], false));
+	self->failing = false;
+	EXPECT_EQ(0, lvm_quiet("lvchange -q --maxrecoveryrate 0 " VG "/" LV));
+	ASSERT_EQ(0, lv_wait_idle(LV)) TH_LOG("the repair did not finish");
+	lv_raid_status(LV, health, action);
+	TH_LOG("after the repair: health %s, %s", health, action);
+	EXPECT_EQ(0, strcmp(health, "AA"));
+
+	/* The new leg is on drive 2, and both hold the model. */
+	ASSERT_EQ(0, lv_kname(LV "_rimage_1", kname, sizeof(kname)));
+	xsnprintf(leg, sizeof(leg), "/sys/block/%s/slaves/%s", kname,
+		  l->ns[2]);
+	i = access(leg, F_OK) ? errno : 0;
+	EXPECT_EQ(0, i) TH_LOG("%s: %s", leg, strerror(i));
+	EXPECT_EQ(-1, lv_diff_ram(l, LV_DEV));
+	EXPECT_EQ(-1, lv_diff_dev(l, LV_DEV, false));
+	EXPECT_EQ(0, lv_mismatches(LV));
+	for (i = 0; i < 2; i++) {
+		xsnprintf(leg, sizeof(leg),
+			  "/dev/mapper/" VG "-" LV "_rimage_%d", i);
+		EXPECT_EQ(-1, lv_diff_ram(l, leg)) TH_LOG("leg %d", i);
+	}
 }
 
 TEST_HARNESS_MAIN

@@ -323,4 +323,66 @@ TEST_F_TIMEOUT(odirect, pread_bypasses_page_cache, 180)
 	free(vec);
 }
 
+/*
+ * What the CPU copied into device memory is what a drive reads from it at
+ * once: a routed read of cached data (a copy, through write-combined
+ * memory on a prefetchable BAR) and, right after it returns, an O_DIRECT
+ * write from that memory to the drive (the drive reads the BAR by DMA).
+ * Read back cold into RAM, the written range holds the file's bytes.
+ */
+TEST_F_TIMEOUT(odirect, copied_then_written, 180)
+{
+	size_t len = 4 * MiB, shift = 3;
+	off_t off = 5 * MiB + 8192, to;
+	char provider[SYSFS_LEN], path[PATH_MAX];
+	unsigned char *dev, *ref, *back;
+	long long copied;
+	int wfd;
+
+	ASSERT_EQ(0, p2pmem_find(self->nvme_dev, true, provider,
+				 sizeof(provider)))
+		TH_LOG("no provider reachable from %s", self->ns);
+	dev = p2pmem_map(provider, MAP_LEN);
+	ASSERT_NE(NULL, dev);
+	ref = malloc(len + shift);
+	ASSERT_NE(NULL, ref);
+	ASSERT_EQ(0, posix_memalign((void **)&back, 4096, len));
+
+	/* The whole range cached, and checked, so that the router copies. */
+	ASSERT_EQ((ssize_t)(len + shift),
+		  ref_read(_metadata, self, ref, len + shift, off - shift));
+	if (variant->fs) {
+		snprintf(path, sizeof(path), MNT "/written");
+		wfd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_DIRECT, 0644);
+		to = 0;
+	} else {
+		snprintf(path, sizeof(path), "%s", self->path);
+		wfd = open(path, O_RDWR | O_DIRECT);
+		to = 64 * MiB;	/* past the pattern */
+	}
+	ASSERT_LE(0, wfd);
+
+	/*
+	 * 3 bytes into the memory, which no drive can DMA to: the router
+	 * copies every byte, whatever it has learned.
+	 */
+	copied = router_stat("cache_bytes");
+	memset(dev, POISON, len + shift);
+	ASSERT_EQ((ssize_t)len, pread(self->ref_fd, dev + shift, len, off));
+	ASSERT_EQ((ssize_t)len - 4096,
+		  pwrite(wfd, dev + 4096, len - 4096, to));
+	copied = router_stat("cache_bytes") - copied;
+	TH_LOG("routed read: cache_bytes %lld", copied);
+	/* The premise: the CPU copied all of it. */
+	EXPECT_EQ((long long)len, copied);
+
+	memset(back, 0, len);
+	ASSERT_EQ((ssize_t)len - 4096, pread(wfd, back, len - 4096, to));
+	EXPECT_EQ(-1, first_diff(back, ref + 4096, len - 4096));
+	close(wfd);
+	munmap(dev, MAP_LEN);
+	free(ref);
+	free(back);
+}
+
 TEST_HARNESS_MAIN

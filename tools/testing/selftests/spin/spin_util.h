@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <time.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -826,6 +827,15 @@ static inline long resident_pages(int fd, off_t off, size_t len)
 	return resident;
 }
 
+/* Seconds on CLOCK_MONOTONIC. */
+static inline double now_sec(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
 /* A fixed xorshift, not rand(): the same sequence on every libc. */
 static inline uint64_t xorshift64(uint64_t *s)
 {
@@ -927,6 +937,17 @@ fail:
 		close(fd);
 	free(buf);
 	return NULL;
+}
+
+/* Whether the @len bytes at @p are all zero. */
+static inline bool all_zero(const unsigned char *p, size_t len)
+{
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		if (p[i])
+			return false;
+	return true;
 }
 
 /* Index of the first differing byte, or -1 when equal. */

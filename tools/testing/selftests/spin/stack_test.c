@@ -22,6 +22,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE	/* O_DIRECT; lib.mk passes it too */
 #endif
+#include <linux/dm-ioctl.h>
 #include <pthread.h>
 #include <sys/ioctl.h>
 #include <sys/uio.h>
@@ -1137,24 +1138,55 @@ static int sw_make(FIXTURE_DATA(stack_swap) *self, bool md, char *path, size_t l
 	return ret ?: drop_caches();
 }
 
-/* Swap what is under the readers; sw_gen is odd meanwhile. */
+/*
+ * Resume /dev/mapper/@name, which swaps in the table loaded beside it:
+ * DM_DEV_SUSPEND without DM_SUSPEND_FLAG, straight to the ioctl, so that
+ * the window the readers see brackets the swap itself, not a dmsetup
+ * process.  0 or -errno.
+ */
+static int dm_resume(const char *name)
+{
+	struct dm_ioctl io;
+	int fd, ret;
+
+	memset(&io, 0, sizeof(io));
+	io.version[0] = DM_VERSION_MAJOR;
+	io.data_size = sizeof(io);
+	io.data_start = sizeof(io);
+	snprintf(io.name, sizeof(io.name), "%s", name);
+	fd = open("/dev/mapper/control", O_RDWR);
+	if (fd < 0)
+		return -errno;
+	ret = ioctl(fd, DM_DEV_SUSPEND, &io) ? -errno : 0;
+	close(fd);
+	return ret;
+}
+
+/*
+ * Swap what is under the readers; sw_gen is odd meanwhile.  dm: the next
+ * table is loaded first, off to the side, and the window is the resume
+ * that swaps it in; md: the whole mdadm --grow.
+ */
 static int sw_swap(FIXTURE_DATA(stack_swap) *self, bool md, int n)
 {
-	char cmd[512];
 	int ret;
 
-	if (md)
-		xsnprintf(cmd, sizeof(cmd), "mdadm --grow " MD " --level=5");
-	else if (n % 2 == 0)
-		xsnprintf(cmd, sizeof(cmd),
-			  "dmsetup reload " DM_NAME " --table '0 %lu zero' && dmsetup resume --noudevsync " DM_NAME,
-			  SW_SECTORS);
+	if (md) {
+		__atomic_add_fetch(&sw_gen, 1, __ATOMIC_SEQ_CST);
+		ret = run_cmd("mdadm --grow " MD " --level=5");
+		__atomic_add_fetch(&sw_gen, 1, __ATOMIC_SEQ_CST);
+		return ret;
+	}
+	if (n % 2 == 0)
+		ret = run_cmdf("dmsetup reload " DM_NAME " --table '0 %lu zero'",
+			       SW_SECTORS);
 	else
-		xsnprintf(cmd, sizeof(cmd),
-			  "dmsetup reload " DM_NAME " --table '0 %lu linear /dev/%s 0' && dmsetup resume --noudevsync " DM_NAME,
-			  SW_SECTORS, self->nvme[0]);
+		ret = run_cmdf("dmsetup reload " DM_NAME " --table '0 %lu linear /dev/%s 0'",
+			       SW_SECTORS, self->nvme[0]);
+	if (ret)
+		return ret;
 	__atomic_add_fetch(&sw_gen, 1, __ATOMIC_SEQ_CST);
-	ret = run_cmd(cmd);
+	ret = dm_resume(DM_NAME);
 	__atomic_add_fetch(&sw_gen, 1, __ATOMIC_SEQ_CST);
 	return ret;
 }

@@ -22,7 +22,7 @@ help:
 	@echo
 	@echo '  make test-debug  the suite on the debug kernel (configs/debug.config:'
 	@echo '                   KASAN, lockdep, DEBUG_VM, KFENCE, atomic-sleep checks),'
-	@echo '                   in two boots (about 90 minutes)'
+	@echo '                   in two boots (about two hours)'
 	@echo '  make bench       SPIN against every baseline: throttled, fast and plain'
 	@echo '                   rig, each calibrated, medians of 3 runs with their'
 	@echo '                   spread, with the unpatched kernel; tables and plots'
@@ -79,7 +79,7 @@ kernel-debug: tree
 	@SPIN_DEBUG=1 $(S)/build.sh
 
 # The debug kernel runs the suite about five times slower than the
-# normal one, so it runs in two boots of about 45 minutes each: these
+# normal one, so it runs in two boots (about 70 and 60 minutes): these
 # programs in the first, every other program of kselftest-list.txt in
 # the second.  Each program may take 3000 s instead of 1500.
 DEBUG_BOOT1 := p2pmem_test odirect_test stack_test readahead_test stress_test \

@@ -12,7 +12,8 @@ Usage: $0 [--help] [--timeout SECS] [--ksft 'run_kselftest.sh args']
 
 Boots the rig (scripts/rig.sh --mode test), where run_kselftest.sh runs
 the spin suite and writes TAP to the second serial port.  Then:
-  - prints every test case's result line from the TAP,
+  - prints every test case's result line from the TAP, and near the
+    end the last lines the first failed cases printed,
   - ends with 'N passed, N failed, N skipped, N xfail',
   - exits non-zero if any test failed, a test program failed, skipped
     or timed out, a program that ran (all of them, unless --ksft names
@@ -223,11 +224,29 @@ FILENAME == allow {
 	areason[nallow] = trim(f[2])
 	next
 }
-/^# selftests: spin: / { prog = $4; ran[prog] = 1; next }
+# What a failed case printed (its TH_LOG and assertion lines) is kept,
+# and shown at the end, where a log cut to its last lines still has it.
+function why_failed(test,   i, from) {
+	if (++nwhy > 3)
+		return
+	from = ndiag > 12 ? ndiag - 11 : 1
+	why[nwhy] = "run-tests: " test " printed:"
+	for (i = from; i <= ndiag; i++)
+		why[nwhy] = why[nwhy] "\nrun-tests:   " diag[i]
+}
+/^# selftests: spin: / { prog = $4; ran[prog] = 1; ndiag = 0; next }
+/^# # +RUN / { ndiag = 0; next }
+/^# # / { diag[++ndiag] = substr($0, 5); next }
 /^# (not )?ok [0-9]+ / {
 	cases[prog]++
 	line = substr($0, 3)
-	if (line ~ /^not ok/) { failed++; print "FAIL  " line; next }
+	if (line ~ /^not ok/) {
+		failed++; print "FAIL  " line
+		why_failed(prog ": " line)
+		ndiag = 0
+		next
+	}
+	ndiag = 0
 	rest = line
 	sub(/^ok [0-9]+ /, "", rest)
 	i = index(rest, " # ")
@@ -268,6 +287,10 @@ END {
 			if (!(p in ccases))
 				bad(p, "no case count in " cname)
 	}
+	for (i = 1; i <= nwhy && i <= 3; i++)
+		print why[i]
+	if (nwhy > 3)
+		printf "run-tests: (and %d more failed cases)\n", nwhy - 4
 	if (nbad) {
 		printf "run-tests: %d result(s) failed the run by rule:\n", nbad
 		for (i = 1; i <= nbad; i++)

@@ -279,4 +279,118 @@ TEST_F(register_bar, unnamed_refused)
 	register_bar_bind(_metadata, self, -1, EINVAL);
 }
 
+#define PAT_LIST	"/sys/kernel/debug/x86/pat_memtype_list"
+
+/*
+ * p2pmem_bar publishes a prefetchable BAR (it takes no other) and asks for
+ * its memory to be mapped write-combining: p2pmem/write_combining says 1,
+ * and x86 PAT's list of memory types holds the whole BAR as
+ * write-combining and no part of it as another type.
+ */
+TEST_F(provider, write_combining)
+{
+	unsigned long long start = 0, end = 0, flags, s, e, rs, re, rf;
+	char path[PATH_MAX], line[256], type[64];
+	int wc = 0, other = 0, bars = 0, i;
+	long long size, val;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/p2pmem/write_combining", self->dev);
+	ASSERT_EQ(0, sysfs_read_ll(path, &val)) TH_LOG("no %s", path);
+	EXPECT_EQ(1, val);
+
+	/* The published BAR: the prefetchable one of the pool's size. */
+	snprintf(path, sizeof(path), "%s/p2pmem/size", self->dev);
+	ASSERT_EQ(0, sysfs_read_ll(path, &size));
+	snprintf(path, sizeof(path), "%s/resource", self->dev);
+	f = fopen(path, "r");
+	ASSERT_NE(NULL, f);
+	for (i = 0; i < 6 && fgets(line, sizeof(line), f); i++) {
+		if (sscanf(line, "%llx %llx %llx", &rs, &re, &rf) != 3 ||
+		    !(rf & IORES_MEM) || !(rf & IORES_PREFETCH) || !re ||
+		    re - rs + 1 != (unsigned long long)size)
+			continue;
+		start = rs;
+		end = re;
+		flags = rf;
+		bars++;
+	}
+	fclose(f);
+	ASSERT_EQ(1, bars) TH_LOG("%d prefetchable BARs of %lld bytes", bars,
+				  size);
+	TH_LOG("BAR %#llx-%#llx, flags %#llx", start, end, flags);
+
+	f = fopen(PAT_LIST, "r");
+	ASSERT_NE(NULL, f) TH_LOG("%s: %s", PAT_LIST, strerror(errno));
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "PAT: [mem 0x%llx-0x%llx] %63s", &s, &e,
+			   type) != 3 || e <= start || s > end)
+			continue;
+		TH_LOG("%s", strtok(line, "\n"));
+		if (!strcmp(type, "write-combining") && s <= start && e > end)
+			wc++;
+		else
+			other++;
+	}
+	fclose(f);
+	EXPECT_LT(0, wc);
+	EXPECT_EQ(0, other);
+}
+
+#define WC_MNT	"/mnt/spin-p2pmem"
+#define WC_LEN	(8 * MiB)
+
+/*
+ * A read into write-combined device memory served from the page cache (the
+ * kernel's copy, which must leave the CPU's write-combining buffers before
+ * the read returns), followed at once by an O_DIRECT write from that memory,
+ * which the drive DMAs out of the BAR: what reaches the disk is what was
+ * read, byte for byte.
+ */
+TEST(copy_then_dma_from_device_memory)
+{
+	char ns[NAME_MAX + 1], nvme_dev[SYSFS_LEN], provider[SYSFS_LEN];
+	unsigned char *dev, *ram, *ref;
+	long long copied;
+	int fd, out;
+
+	ASSERT_EQ(0, nvme_rig_ns(0, ns, sizeof(ns))) TH_LOG("rig drive 0");
+	ASSERT_EQ(0, nvme_pci_dev(ns, nvme_dev, sizeof(nvme_dev)));
+	ASSERT_EQ(0, p2pmem_find(nvme_dev, true, provider, sizeof(provider)))
+		TH_LOG("no provider reachable from %s", ns);
+	ASSERT_EQ(0, mkfs_mount("xfs", ns, WC_MNT));
+	ref = malloc(WC_LEN);
+	ASSERT_NE(NULL, ref);
+	pattern_fill(ref, WC_LEN, 0, 0x5eed);
+	/* Written buffered and left in the page cache. */
+	fd = open(WC_MNT "/src", O_RDWR | O_CREAT | O_TRUNC, 0600);
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(WC_LEN, pwrite(fd, ref, WC_LEN, 0));
+	out = open(WC_MNT "/dst", O_RDWR | O_CREAT | O_TRUNC | O_DIRECT, 0600);
+	ASSERT_LE(0, out);
+	ASSERT_EQ(0, ftruncate(out, WC_LEN));
+	ram = aligned_alloc(4096, WC_LEN);
+	ASSERT_NE(NULL, ram);
+	dev = p2pmem_map(provider, WC_LEN);
+	ASSERT_NE(NULL, dev);
+	memset(dev, POISON, WC_LEN);
+
+	copied = router_stat("cache_bytes");
+	ASSERT_EQ(WC_LEN, pread(fd, dev, WC_LEN, 0));
+	ASSERT_EQ(WC_LEN, pwrite(out, dev, WC_LEN, 0));
+	/* The premise: the kernel copied the bytes into device memory. */
+	EXPECT_LE(WC_LEN, router_stat("cache_bytes") - copied);
+
+	memset(ram, POISON, WC_LEN);
+	ASSERT_EQ(WC_LEN, pread(out, ram, WC_LEN, 0));
+	EXPECT_EQ(-1, first_diff(ram, ref, WC_LEN));
+
+	munmap(dev, WC_LEN);
+	free(ram);
+	free(ref);
+	close(out);
+	close(fd);
+	umount2(WC_MNT, MNT_DETACH);
+}
+
 TEST_HARNESS_MAIN

@@ -65,8 +65,8 @@ build/run/console-early-death.log.
               split across boots)
   --quiet     do not copy the console to the terminal
 
-  SPIN_DEBUG=1  boot the debug kernel (build/obj-debug); logs go to
-                build/run/<mode>-debug/
+  SPIN_DEBUG=1  boot the debug kernel (build/obj-debug), with 4-level
+                paging (no5lvl); logs go to build/run/<mode>-debug/
 USAGE
 }
 
@@ -185,6 +185,11 @@ args+=(
 
 cmdline="console=ttyS0 panic=-1 oops=panic spin_mode=$mode"
 case "$mode" in demo|bench) cmdline+=" quiet" ;; esac
+# With 5-level paging, identify_cpu() on the boot CPU clears and re-reads
+# the CPU's feature bits, LA57 among them; an interrupt in that window
+# makes KASAN judge the LA57 direct map "wild" (a false report at boot,
+# which turns lockdep off).  The debug kernel runs with 4-level paging.
+[ "${SPIN_DEBUG:-0}" = 1 ] && cmdline+=" no5lvl"
 [ -n "$ksft" ] && cmdline+=" spin_ksft=\"$ksft\""
 [ -n "$append" ] && cmdline+=" $append"
 

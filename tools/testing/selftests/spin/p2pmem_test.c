@@ -148,6 +148,7 @@ TEST_F(provider, mappings_do_not_alias)
  */
 #define P2PMEM_BAR_DRV	"/sys/bus/pci/drivers/p2pmem_bar"
 #define P2PMEM_BAR_PARM	"/sys/module/p2pmem_bar/parameters/bar"
+#define P2PMEM_BAR_WC	"/sys/module/p2pmem_bar/parameters/wc"
 #define IORES_MEM	0x00000200UL	/* IORESOURCE_MEM */
 #define IORES_PREFETCH	0x00002000UL	/* IORESOURCE_PREFETCH */
 
@@ -281,60 +282,164 @@ TEST_F(register_bar, unnamed_refused)
 
 #define PAT_LIST	"/sys/kernel/debug/x86/pat_memtype_list"
 
-/*
- * p2pmem_bar publishes a prefetchable BAR (it takes no other) and asks for
- * its memory to be mapped write-combining: p2pmem/write_combining says 1,
- * and x86 PAT's list of memory types holds the whole BAR as
- * write-combining and no part of it as another type.
- */
-TEST_F(provider, write_combining)
+/* The published BAR of @dev: the prefetchable one of its pool's size. */
+static int published_bar(const char *dev, unsigned long long *start,
+			 unsigned long long *end)
 {
-	unsigned long long start = 0, end = 0, flags, s, e, rs, re, rf;
-	char path[PATH_MAX], line[256], type[64];
-	int wc = 0, other = 0, bars = 0, i;
-	long long size, val;
+	unsigned long long rs, re, rf;
+	char path[PATH_MAX], line[256];
+	int bars = 0, i;
+	long long size;
 	FILE *f;
 
-	snprintf(path, sizeof(path), "%s/p2pmem/write_combining", self->dev);
-	ASSERT_EQ(0, sysfs_read_ll(path, &val)) TH_LOG("no %s", path);
-	EXPECT_EQ(1, val);
-
-	/* The published BAR: the prefetchable one of the pool's size. */
-	snprintf(path, sizeof(path), "%s/p2pmem/size", self->dev);
-	ASSERT_EQ(0, sysfs_read_ll(path, &size));
-	snprintf(path, sizeof(path), "%s/resource", self->dev);
+	snprintf(path, sizeof(path), "%s/p2pmem/size", dev);
+	if (sysfs_read_ll(path, &size))
+		return -1;
+	snprintf(path, sizeof(path), "%s/resource", dev);
 	f = fopen(path, "r");
-	ASSERT_NE(NULL, f);
+	if (!f)
+		return -1;
 	for (i = 0; i < 6 && fgets(line, sizeof(line), f); i++) {
 		if (sscanf(line, "%llx %llx %llx", &rs, &re, &rf) != 3 ||
 		    !(rf & IORES_MEM) || !(rf & IORES_PREFETCH) || !re ||
 		    re - rs + 1 != (unsigned long long)size)
 			continue;
-		start = rs;
-		end = re;
-		flags = rf;
+		*start = rs;
+		*end = re;
 		bars++;
 	}
 	fclose(f);
-	ASSERT_EQ(1, bars) TH_LOG("%d prefetchable BARs of %lld bytes", bars,
-				  size);
-	TH_LOG("BAR %#llx-%#llx, flags %#llx", start, end, flags);
+	return bars == 1 ? 0 : -1;
+}
+
+/*
+ * How x86 PAT's list of memory types holds [@start, @end]: 1 if one entry
+ * of @want covers it and none of another type overlaps it, else 0.
+ */
+static int pat_holds(struct __test_metadata *_metadata,
+		     unsigned long long start, unsigned long long end,
+		     const char *want)
+{
+	char line[256], type[64];
+	unsigned long long s, e;
+	int right = 0, other = 0;
+	FILE *f;
 
 	f = fopen(PAT_LIST, "r");
-	ASSERT_NE(NULL, f) TH_LOG("%s: %s", PAT_LIST, strerror(errno));
+	if (!f) {
+		TH_LOG("%s: %s", PAT_LIST, strerror(errno));
+		return 0;
+	}
 	while (fgets(line, sizeof(line), f)) {
 		if (sscanf(line, "PAT: [mem 0x%llx-0x%llx] %63s", &s, &e,
 			   type) != 3 || e <= start || s > end)
 			continue;
 		TH_LOG("%s", strtok(line, "\n"));
-		if (!strcmp(type, "write-combining") && s <= start && e > end)
-			wc++;
+		if (!strcmp(type, want) && s <= start && e > end)
+			right++;
 		else
 			other++;
 	}
 	fclose(f);
-	EXPECT_LT(0, wc);
-	EXPECT_EQ(0, other);
+	return right && !other;
+}
+
+static long long write_combining(const char *dev)
+{
+	char path[PATH_MAX];
+	long long val;
+
+	snprintf(path, sizeof(path), "%s/p2pmem/write_combining", dev);
+	return sysfs_read_ll(path, &val) ? -1 : val;
+}
+
+/*
+ * p2pmem_bar publishes ivshmem's BAR and asks for its memory to be mapped
+ * write-combining: p2pmem/write_combining says 1, and x86 PAT's list of
+ * memory types holds the whole BAR as write-combining and no part of it as
+ * another type.
+ */
+TEST_F(provider, write_combining)
+{
+	unsigned long long start, end;
+
+	EXPECT_EQ(1, write_combining(self->dev));
+	ASSERT_EQ(0, published_bar(self->dev, &start, &end));
+	TH_LOG("BAR %#llx-%#llx", start, end);
+	EXPECT_TRUE(pat_holds(_metadata, start, end, "write-combining"));
+}
+
+/*
+ * A BAR named with bar= (a bind through driver_override) may hold
+ * registers: it is mapped uncached unless wc=1 says otherwise.  An ivshmem
+ * device other than the rig's main provider is bound so, both ways, and
+ * given back to p2pmem_bar as it was.
+ */
+FIXTURE(named_bar) {
+	char bdf[NAME_MAX + 1];
+	char dev[SYSFS_LEN];
+};
+
+FIXTURE_SETUP(named_bar)
+{
+	char main_dev[SYSFS_LEN];
+	struct dirent *de;
+	DIR *d;
+
+	self->bdf[0] = '\0';
+	ASSERT_EQ(0, p2pmem_find(NULL, true, main_dev, sizeof(main_dev)));
+	d = opendir(P2PMEM_BAR_DRV);
+	ASSERT_NE(NULL, d);
+	while ((de = readdir(d)))
+		if (strchr(de->d_name, ':') && !strstr(main_dev, de->d_name)) {
+			snprintf(self->bdf, sizeof(self->bdf), "%s",
+				 de->d_name);
+			break;
+		}
+	closedir(d);
+	ASSERT_NE(0, self->bdf[0]) TH_LOG("no second device on p2pmem_bar");
+	snprintf(self->dev, sizeof(self->dev), "%s/%s", PCI_DEVICES,
+		 self->bdf);
+	TH_LOG("%s", self->bdf);
+}
+
+FIXTURE_TEARDOWN(named_bar)
+{
+	char path[PATH_MAX];
+
+	if (!self->bdf[0])
+		return;
+	sysfs_write(P2PMEM_BAR_WC, "0");
+	sysfs_write(P2PMEM_BAR_PARM, "-1");
+	snprintf(path, sizeof(path), "%s/driver_override", self->dev);
+	sysfs_write(path, "\n");
+	snprintf(path, sizeof(path), "%s/driver", self->dev);
+	if (access(path, F_OK))
+		EXPECT_EQ(0, sysfs_write(P2PMEM_BAR_DRV "/bind", self->bdf));
+	EXPECT_EQ(1, write_combining(self->dev));
+}
+
+TEST_F(named_bar, write_combining_opt_in)
+{
+	unsigned long long start, end;
+	char path[PATH_MAX];
+	int round;
+
+	ASSERT_EQ(1, write_combining(self->dev));
+	ASSERT_EQ(0, sysfs_write(P2PMEM_BAR_DRV "/unbind", self->bdf));
+	snprintf(path, sizeof(path), "%s/driver_override", self->dev);
+	ASSERT_EQ(0, sysfs_write(path, "p2pmem_bar"));
+	ASSERT_EQ(0, sysfs_write(P2PMEM_BAR_PARM, "2"));
+	for (round = 0; round < 2; round++) {
+		ASSERT_EQ(0, sysfs_write(P2PMEM_BAR_WC, round ? "1" : "0"));
+		ASSERT_EQ(0, sysfs_write(P2PMEM_BAR_DRV "/bind", self->bdf));
+		ASSERT_EQ(0, published_bar(self->dev, &start, &end));
+		EXPECT_EQ(round, write_combining(self->dev));
+		EXPECT_TRUE(pat_holds(_metadata, start, end,
+				      round ? "write-combining" :
+				      "uncached-minus"));
+		ASSERT_EQ(0, sysfs_write(P2PMEM_BAR_DRV "/unbind", self->bdf));
+	}
 }
 
 #define WC_MNT	"/mnt/spin-p2pmem"

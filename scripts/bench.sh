@@ -11,8 +11,8 @@ Usage: $0 [--help] [--throttle BYTES_PER_SEC] [--fast BYTES_PER_SEC]
           [--two LIMITS] [--reps N] [--rigs "KIND..."]
           [--no-base | --base-only]
 
-Boots the rig seven times in bench mode, with spin_bench=spin
-(tools/spin/bench-spin.sh) in the first four; each calibrates a cost
+Boots the rig nine times in bench mode, with spin_bench=spin
+(tools/spin/bench-spin.sh) in the first six; each calibrates a cost
 model in its own boot (spin-calibrate) for spin_cal, while the router
 learns its own, then runs the sweeps, every point --reps times
 (default 3):
@@ -28,6 +28,9 @@ learns its own, then runs the sweeps, every point --reps times
   two. two drives under the switch, limited apart by io.max (--two,
      default nvme0n1=200000000,nvme1n1=1000000000): spin_sweep=two,
      the learned model per drive against one calibrated model;
+  raid0. md raid0 over the three rig drives with XFS
+     (spin_sweep=raid0), unthrottled; raid0fast: the same with each
+     member held to --fast by io.max: the GPU server's array;
   3. plain: no limit (QEMU's DMA is 4-8x the guest's copy); six
      points of the residency sweep and the regression rows
      (bench-regress, router on and off);
@@ -39,21 +42,21 @@ learns its own, then runs the sweeps, every point --reps times
      baseline, and spin_bench=cliff; --no-base skips them, --base-only
      runs only them (and the report, from what an earlier run left in
      build/bench).
---rigs picks the boots, from "throttled fast plain two cliff" (the
-default, in that order).
+--rigs picks the boots, from "throttled fast plain two raid0 raid0fast
+cliff" (the default, in that order).
 scripts/bench-median.sh reduces each run's CSV to medians with their
 spread, and scripts/bench-report.sh makes the tables and the plots.
 
 Writes build/bench/spin-RIG-runs.csv (every run), spin-RIG.csv (the
 medians), regress-base.csv, cliff-spin.csv and cliff-base.csv, the
 calibrations (calib-RIG.txt) and the consoles (console-RIG.log).
-About an hour on 2 cores.  Not part of
+About an hour and a half on 2 cores.  Not part of
 the tests: the numbers depend on the host.
 USAGE
 }
 throttle=200000000 fast=1000000000 reps=3 base=1
 two=nvme0n1=200000000,nvme1n1=1000000000
-rigs="throttled fast plain two cliff"
+rigs="throttled fast plain two raid0 raid0fast cliff"
 while [ $# -gt 0 ]; do
 	case "$1" in
 	-h|--help) usage; exit 0 ;;
@@ -88,6 +91,8 @@ for kind in $rigs; do
 	fast) args=(--append "spin_bench=spin spin_reps=$reps spin_iomax=$fast") ;;
 	plain) args=(--append "spin_bench=spin spin_reps=$reps spin_pause=0 spin_sweep=short spin_regress=1") ;;
 	two) args=(--append "spin_bench=spin spin_reps=$reps spin_sweep=two spin_iomax=$two") ;;
+	raid0) args=(--append "spin_bench=spin spin_reps=$reps spin_sweep=raid0") ;;
+	raid0fast) args=(--append "spin_bench=spin spin_reps=$reps spin_sweep=raid0 spin_iomax=$fast") ;;
 	cliff) continue ;;
 	*) echo "bench: unknown rig '$kind'" >&2; exit 2 ;;
 	esac

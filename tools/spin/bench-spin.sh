@@ -67,6 +67,12 @@ Then the sweeps, on a 128 MiB file on a new XFS on the first rig drive:
              drives (sweeps drive0 and drive1), each drive limited
              apart (spin_iomax=nvme0n1=...,nvme1n1=...); one calibrated
              model for both, the learned one per drive
+  raid0      spin_sweep=raid0 only: md raid0 over the first three rig
+             drives (128 KiB chunks) with XFS, a 256 MiB file, 1 MiB
+             sequential reads at contiguous 0, 50 and 100% and
+             scattered 30, 50 and 70%, synchronous and through
+             io_uring at depth 8; the members may be limited
+             (spin_iomax), each to its own rate
   app        SPIN's scenario: a log writer appends to four files
              while a scanner reads them into device memory; the
              last quarter of each file was just written (hot)
@@ -86,6 +92,7 @@ Environment (from the kernel command line):
              qd         the qd sweep only
              fixed      the fixed sweep only
              two        the two-drive sweep only
+             raid0      the raid0 sweep only
   spin_regress=1   add the regress rows at the end (not with
                    spin_sweep=qd or fixed)
 
@@ -129,8 +136,17 @@ set -- $(grep -l '^SPINRIG' /sys/block/nvme*/device/serial | cut -d/ -f4 | sort)
 [ $# -ge 1 ] || { echo "bench-spin: no rig drive"; exit 1; }
 p2pmem="mmapshared:$provider/p2pmem/allocate"
 
+dev=/dev/$1
+if [ "$SWEEP" = raid0 ]; then
+	[ $# -ge 3 ] || { echo "bench-spin: raid0 needs three rig drives"; exit 1; }
+	mdadm --create /dev/md0 --run --quiet --force --level=0 \
+		--chunk=128 --raid-devices=3 /dev/$1 /dev/$2 /dev/$3 || exit 1
+	dev=/dev/md0
+	SIZE=$((256 * 1024 * 1024))
+	echo "# raid0 $dev over $1 $2 $3: pci_p2pdma=$(cat /sys/block/${dev#/dev/}/queue/pci_p2pdma) read_ahead_kb=$(cat /sys/block/${dev#/dev/}/queue/read_ahead_kb)"
+fi
 mkdir -p /mnt/data
-mkfs.xfs -q -f "/dev/$1" && mount "/dev/$1" /mnt/data || exit 1
+mkfs.xfs -q -f "$dev" && mount "$dev" /mnt/data || exit 1
 F=/mnt/data/file
 LOGS=/mnt/data/log0:/mnt/data/log1:/mnt/data/log2:/mnt/data/log3
 dd if=/dev/urandom of=$F bs=1M count=$((SIZE >> 20)) 2>/dev/null
@@ -313,6 +329,24 @@ if [ "$SWEEP" = two ]; then
 	for ns in $1 $2; do
 		echo "# learned $ns $(cat /sys/block/$ns/queue/p2p_learned_cost_ns)"
 	done
+	echo "# bench-spin: end"
+	exit 0
+fi
+
+# raid0: the residency points an md raid0 of fast drives meets, at
+# depth 1 and 8, against O_DIRECT and the page cache at the same depth.
+if [ "$SWEEP" = raid0 ]; then
+	for res in 0 50 100; do
+		point raid0 contig $res 1M read 1 p2p pagecache spin spin_cal
+	done
+	for res in 30 50 70; do
+		point raid0 scatter $res 1M read 1 p2p pagecache spin spin_cal
+	done
+	for res in 0 50 100; do
+		point raid0_qd8 contig $res 1M read 1 p2p_qd8 pagecache_qd8 spin_qd8
+	done
+	point raid0_qd8 scatter 50 1M read 1 p2p_qd8 pagecache_qd8 spin_qd8
+	echo "# learned ${dev#/dev/} $(cat /sys/block/${dev#/dev/}/queue/p2p_learned_cost_ns)"
 	echo "# bench-spin: end"
 	exit 0
 fi

@@ -25,6 +25,11 @@
  *                provider's learned rates from a seed far off;
  *  - unlearned_classes_scale: size classes a drive's DMAs have not taught
  *                scale with the nearest one they have;
+ *  - probe_dma, probe_copy: a read whose plan copies every cached byte
+ *                reads one range by DMA now and then, and one whose plan
+ *                reads them all by DMA copies one, within 1/128 of the
+ *                bytes read; that moves a value seeded far off, which the
+ *                path the plan takes would never have measured;
  *  - throttled_drive: two drives under the switch, one throttled with
  *                cgroup v2 io.max in the middle of the run.  The router
  *                keeps reading the other's cached ranges by DMA and, within
@@ -33,6 +38,8 @@
  * Every read is compared byte for byte with the pattern written.
  */
 #define _GNU_SOURCE
+
+#include <sched.h>
 
 #include "../kselftest_harness.h"
 #include "spin_util.h"
@@ -499,6 +506,99 @@ TEST_F_TIMEOUT(model, learns_copy_rates, 120)
 	TH_LOG("learned_copy_from_mbps %lld -> %lld in %d writes", before,
 	       after, i);
 	EXPECT_GT(before / 8, after);
+}
+
+/*
+ * Read the cached region of drive 0 into device memory, 1 MiB at a time,
+ * from one CPU, whose probe credit is all the reads earn ("Probing" in
+ * mm/p2p_model.c): until @moved() says the probe taught the model, or 1 GiB.
+ * Returns the bytes read, or -1; the probes' bytes in *@probed.
+ */
+static long long probe_reads(struct __test_metadata *_metadata,
+			     FIXTURE_DATA(model) *self, const char *stat,
+			     bool (*moved)(FIXTURE_DATA(model) *self),
+			     long long *probed)
+{
+	long long p0 = router_stat(stat), n = 0;
+	struct dec dec;
+	cpu_set_t cpu;
+
+	CPU_ZERO(&cpu);
+	CPU_SET(0, &cpu);
+	if (sched_setaffinity(0, sizeof(cpu), &cpu))
+		return -1;
+	while (n < 1024LL * RSZ && !moved(self)) {
+		if (routed_read(_metadata, self, 0, n % REGION, &dec))
+			return -1;
+		n += RSZ;
+	}
+	*probed = router_stat(stat) - p0;
+	return n;
+}
+
+/* The seed below: a DMA of 1 MiB four times a copy at 1000 MB/s. */
+#define SLOW_1M		4000000LL
+
+static bool dma_moved(FIXTURE_DATA(model) *self)
+{
+	return learned_ns(self, 0, RSZ) < SLOW_1M * 7 / 8;
+}
+
+/*
+ * The plan copies every cached read: the drive was learned four times
+ * slower than a copy.  Probes read some by DMA; once a batch of them is
+ * in, the 1 MiB class has moved towards what the drive really takes.
+ */
+TEST_F_TIMEOUT(model, probe_dma, 180)
+{
+	long long n, probed, p0;
+
+	ASSERT_EQ(0, pwrite_knob(self, "copy_mbps", "1000"));
+	ASSERT_EQ(0, qwrite(self, 0, "p2p_learned_cost_ns",
+			    "4096:400000 1048576:4000000 8388608:32000000"));
+	ASSERT_EQ(SLOW_1M, learned_ns(self, 0, RSZ));
+	p0 = router_stat("p2p_bytes");
+	ASSERT_EQ(0, read_by_dma(_metadata, self, 0, 0));
+	n = probe_reads(_metadata, self, "probe_dma_bytes", dma_moved,
+			&probed);
+	ASSERT_LT(0, n);
+	TH_LOG("%lld MiB read, %lld MiB of it probed by DMA (p2p_bytes +%lld MiB); 1 MiB learned %lld -> %lld ns",
+	       n / MiB, probed / MiB, (router_stat("p2p_bytes") - p0) / MiB,
+	       SLOW_1M, learned_ns(self, 0, RSZ));
+	/* The premise: there were probes, and they were DMAs. */
+	ASSERT_LT(0, probed);
+	EXPECT_LE(probed, router_stat("p2p_bytes") - p0);
+	/* The bound: credit is earned before it is spent. */
+	EXPECT_GE((n + RSZ) / 128, probed);
+	EXPECT_TRUE(dma_moved(self));
+}
+
+static bool copy_moved(FIXTURE_DATA(model) *self)
+{
+	return pread_knob(self, "learned_copy_mbps") > 20;
+}
+
+/*
+ * The plan reads every cached range by DMA: copies were learned at
+ * 20 MB/s.  Probes copy some; each moves the learned rate.
+ */
+TEST_F_TIMEOUT(model, probe_copy, 180)
+{
+	long long n, probed, c0;
+
+	ASSERT_EQ(0, pwrite_knob(self, "learned_copy_mbps", "20"));
+	c0 = router_stat("cache_bytes");
+	ASSERT_EQ(1, read_by_dma(_metadata, self, 0, 0));
+	n = probe_reads(_metadata, self, "probe_copy_bytes", copy_moved,
+			&probed);
+	ASSERT_LT(0, n);
+	TH_LOG("%lld MiB read, %lld MiB of it probed by copy (cache_bytes +%lld MiB); learned_copy_mbps 20 -> %lld",
+	       n / MiB, probed / MiB, (router_stat("cache_bytes") - c0) / MiB,
+	       pread_knob(self, "learned_copy_mbps"));
+	ASSERT_LT(0, probed);
+	EXPECT_LE(probed, router_stat("cache_bytes") - c0);
+	EXPECT_GE((n + RSZ) / 128, probed);
+	EXPECT_TRUE(copy_moved(self));
 }
 
 /* Into a new cgroup with the io controller, for io.max. */

@@ -27,9 +27,14 @@
  *                scale with the nearest one they have;
  *  - probe_dma, probe_copy: a read whose plan copies every cached byte
  *                reads one range by DMA now and then, and one whose plan
- *                reads them all by DMA copies one, within 1/128 of the
- *                bytes read; that moves a value seeded far off, which the
- *                path the plan takes would never have measured;
+ *                reads them all by DMA copies one, paid for by 1/128 of
+ *                the predicted time of the reads (so within 1/128 of the
+ *                bytes, the path probed being predicted slower); that
+ *                moves a value seeded far off, which the path the plan
+ *                takes would never have measured;
+ *  - two_tenants: a tenant that io.max holds to 4 MiB/s on a drive learns
+ *                a model of its own and turns to copies, while the
+ *                reads of a tenant without a limit stay DMAs;
  *  - throttled_drive: two drives under the switch, one throttled with
  *                cgroup v2 io.max in the middle of the run.  The router
  *                keeps reading the other's cached ranges by DMA and, within
@@ -511,7 +516,7 @@ TEST_F_TIMEOUT(model, learns_copy_rates, 120)
 /*
  * Read the cached region of drive 0 into device memory, 1 MiB at a time,
  * from one CPU, whose probe credit is all the reads earn ("Probing" in
- * mm/p2p_model.c): until @moved() says the probe taught the model, or 1 GiB.
+ * mm/p2p_model.c): until @moved() says the probe taught the model, or 4 GiB.
  * Returns the bytes read, or -1; the probes' bytes in *@probed.
  */
 static long long probe_reads(struct __test_metadata *_metadata,
@@ -527,7 +532,7 @@ static long long probe_reads(struct __test_metadata *_metadata,
 	CPU_SET(0, &cpu);
 	if (sched_setaffinity(0, sizeof(cpu), &cpu))
 		return -1;
-	while (n < 1024LL * RSZ && !moved(self)) {
+	while (n < 4096LL * RSZ && !moved(self)) {
 		if (routed_read(_metadata, self, 0, n % REGION, &dec))
 			return -1;
 		n += RSZ;
@@ -536,8 +541,8 @@ static long long probe_reads(struct __test_metadata *_metadata,
 	return n;
 }
 
-/* The seed below: a DMA of 1 MiB four times a copy at 1000 MB/s. */
-#define SLOW_1M		4000000LL
+/* The seed below: a DMA of 1 MiB twice a copy at 1000 MB/s. */
+#define SLOW_1M		2000000LL
 
 static bool dma_moved(FIXTURE_DATA(model) *self)
 {
@@ -545,9 +550,11 @@ static bool dma_moved(FIXTURE_DATA(model) *self)
 }
 
 /*
- * The plan copies every cached read: the drive was learned four times
- * slower than a copy.  Probes read some by DMA; once a batch of them is
- * in, the 1 MiB class has moved towards what the drive really takes.
+ * The plan copies every cached read: the drive was learned twice as slow
+ * as a copy.  Each read earns 1/128 of its predicted copy, and a probe
+ * spends its predicted DMA: about one read in 256 is read by DMA instead,
+ * whole.  Once a batch of probes is in, the 1 MiB class has moved towards
+ * what the drive really takes.
  */
 TEST_F_TIMEOUT(model, probe_dma, 180)
 {
@@ -555,7 +562,7 @@ TEST_F_TIMEOUT(model, probe_dma, 180)
 
 	ASSERT_EQ(0, pwrite_knob(self, "copy_mbps", "1000"));
 	ASSERT_EQ(0, qwrite(self, 0, "p2p_learned_cost_ns",
-			    "4096:400000 1048576:4000000 8388608:32000000"));
+			    "4096:200000 1048576:2000000 8388608:16000000"));
 	ASSERT_EQ(SLOW_1M, learned_ns(self, 0, RSZ));
 	p0 = router_stat("p2p_bytes");
 	ASSERT_EQ(0, read_by_dma(_metadata, self, 0, 0));
@@ -575,24 +582,25 @@ TEST_F_TIMEOUT(model, probe_dma, 180)
 
 static bool copy_moved(FIXTURE_DATA(model) *self)
 {
-	return pread_knob(self, "learned_copy_mbps") > 20;
+	return pread_knob(self, "learned_copy_mbps") > 100;
 }
 
 /*
  * The plan reads every cached range by DMA: copies were learned at
- * 20 MB/s.  Probes copy some; each moves the learned rate.
+ * 100 MB/s, 10 ms for 1 MiB.  Each read earns 1/128 of its predicted DMA,
+ * and a probe spends its predicted copy; the first moves the learned rate.
  */
 TEST_F_TIMEOUT(model, probe_copy, 180)
 {
 	long long n, probed, c0;
 
-	ASSERT_EQ(0, pwrite_knob(self, "learned_copy_mbps", "20"));
+	ASSERT_EQ(0, pwrite_knob(self, "learned_copy_mbps", "100"));
 	c0 = router_stat("cache_bytes");
 	ASSERT_EQ(1, read_by_dma(_metadata, self, 0, 0));
 	n = probe_reads(_metadata, self, "probe_copy_bytes", copy_moved,
 			&probed);
 	ASSERT_LT(0, n);
-	TH_LOG("%lld MiB read, %lld MiB of it probed by copy (cache_bytes +%lld MiB); learned_copy_mbps 20 -> %lld",
+	TH_LOG("%lld MiB read, %lld MiB of it probed by copy (cache_bytes +%lld MiB); learned_copy_mbps 100 -> %lld",
 	       n / MiB, probed / MiB, (router_stat("cache_bytes") - c0) / MiB,
 	       pread_knob(self, "learned_copy_mbps"));
 	ASSERT_LT(0, probed);
@@ -717,6 +725,134 @@ TEST_F_TIMEOUT(model, throttled_drive, 180)
 	EXPECT_GE(CONVERGE, first_copy);
 	EXPECT_LT(5000000, learned_ns(self, 0, RSZ));
 	EXPECT_GT(5000000, learned_ns(self, 1, RSZ));
+}
+
+/*
+ * What the limited tenant of two_tenants saw, shared with its parent; the
+ * two take turns (@turn: 1 the tenant's), so that the router's global
+ * counters tell what each read did.
+ */
+struct tenant {
+	int reads, slow, fast, bad, err;
+	int stop, turn;
+};
+
+/* Wait for @t's turn to be @who (or a stop); false on a stop. */
+static bool tenant_wait(struct tenant *t, int who)
+{
+	while (__atomic_load_n(&t->turn, __ATOMIC_ACQUIRE) != who)
+		if (__atomic_load_n(&t->stop, __ATOMIC_ACQUIRE))
+			return false;
+		else
+			usleep(1000);
+	return true;
+}
+
+/*
+ * The limited tenant: in the cgroup, held to 4 MiB/s on drive 0, read
+ * cached ranges of it into device memory of its own, 1 MiB at a time,
+ * until told to stop; a read of over 100 ms was a DMA at the limit's
+ * pace, one of under 50 ms a copy.
+ */
+static void tenant_main(FIXTURE_DATA(model) *self, struct tenant *t)
+{
+	unsigned char *dev = p2pmem_map(self->provider, RSZ);
+	unsigned char *ref = malloc(RSZ);
+	int i;
+
+	if (!dev || !ref || cg_io_enter(CG) || throttle(self, 0, "4194304")) {
+		t->err = 1;
+		_exit(1);
+	}
+	for (i = 0; i < 400 && tenant_wait(t, 1); i++) {
+		off_t off = REGION / 2 + (off_t)(i % 8) * RSZ;
+		double t0 = now_sec(), dt;
+
+		memset(dev, POISON, RSZ);
+		if (pread(self->fd[0], dev, RSZ, off) != RSZ) {
+			t->err = 2;
+			break;
+		}
+		dt = now_sec() - t0;
+		pattern_fill(ref, RSZ, off, self->seed);
+		t->bad += first_diff(dev, ref, RSZ) >= 0;
+		t->slow += dt > 0.1;
+		t->fast += dt < 0.05 && t->slow;
+		__atomic_store_n(&t->reads, i + 1, __ATOMIC_RELEASE);
+		__atomic_store_n(&t->turn, 0, __ATOMIC_RELEASE);
+	}
+	_exit(0);
+}
+
+/*
+ * Two tenants of one drive.  A child in a cgroup that io.max holds to
+ * 4 MiB/s on drive 0 reads cached ranges into device memory, by DMA at
+ * the limit's pace, until it has learned its own model and copies them;
+ * meanwhile this process, with no limit, reads others.  Its reads stay
+ * DMAs and its model (the one this process reads in sysfs) stays the
+ * drive's: the limited tenant does not teach the others its limit.
+ */
+TEST_F_TIMEOUT(model, two_tenants, 180)
+{
+	int i, copied = 0, reads = 0, after = -1, status;
+	long long before;
+	struct tenant *t;
+	double t0;
+	pid_t pid;
+
+	t = mmap(NULL, sizeof(*t), PROT_READ | PROT_WRITE,
+		 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, t);
+	memset(t, 0, sizeof(*t));
+	ASSERT_EQ(0, pwrite_knob(self, "copy_mbps", "200"));
+	for (i = 0; i < CONVERGE; i++)
+		ASSERT_EQ(1, read_by_dma(_metadata, self, 0, (off_t)(i % 8) * RSZ));
+	before = learned_ns(self, 0, RSZ);
+	ASSERT_GT(5000000, before);
+
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid)
+		tenant_main(self, t);
+	/*
+	 * Until the tenant copies (four fast reads after slow ones), then
+	 * CONVERGE reads more; at most 120 s.
+	 */
+	t0 = now_sec();
+	while (now_sec() - t0 < 120 && !t->err) {
+		int dma;
+
+		/* The tenant's read, then ours. */
+		__atomic_store_n(&t->turn, 1, __ATOMIC_RELEASE);
+		while (__atomic_load_n(&t->turn, __ATOMIC_ACQUIRE) &&
+		       waitpid(pid, &status, WNOHANG) == 0)
+			usleep(1000);
+		if (__atomic_load_n(&t->turn, __ATOMIC_ACQUIRE))
+			break;	/* it is gone */
+		dma = read_by_dma(_metadata, self, 0, (off_t)(reads % 8) * RSZ);
+		if (dma < 0)
+			break;
+		copied += !dma;
+		reads++;
+		if (after < 0 && t->slow >= 4 && t->fast >= 4)
+			after = reads;
+		if (after >= 0 && reads - after >= CONVERGE)
+			break;
+	}
+	__atomic_store_n(&t->stop, 1, __ATOMIC_RELEASE);
+	waitpid(pid, &status, 0);
+	EXPECT_EQ(0, throttle(self, 0, "max"));
+	TH_LOG("limited tenant: %d reads, %d slow (DMA at 4 MiB/s), %d fast (copies), %d bad, error %d; this one: %d reads, %d copied; its 1 MiB class %lld -> %lld ns",
+	       t->reads, t->slow, t->fast, t->bad, t->err, reads, copied, before,
+	       learned_ns(self, 0, RSZ));
+	ASSERT_EQ(0, t->err);
+	EXPECT_EQ(0, t->bad);
+	/* The premise: enough slow DMAs to move any model, then copies. */
+	ASSERT_LE(8, t->slow);
+	ASSERT_LE(0, after) TH_LOG("the limited tenant never turned to copies");
+	EXPECT_EQ(0, copied);
+	EXPECT_GT(5000000, learned_ns(self, 0, RSZ));
+	munmap(t, sizeof(*t));
 }
 
 TEST_HARNESS_MAIN

@@ -32,6 +32,11 @@
  *                bytes, the path probed being predicted slower); that
  *                moves a value seeded far off, which the path the plan
  *                takes would never have measured;
+ *  - probe_ra, probe_ra_dma: P-readahead's rate, learned per drive, is
+ *                probed by runs of sequential reads when the DMA is
+ *                predicted faster, and the DMA of such reads when
+ *                P-readahead is, within 1/128 of the bytes; either moves
+ *                a value seeded far off;
  *  - two_tenants: a tenant that io.max holds to 4 MiB/s on a drive DMAs
  *                at that pace, and the reads of a tenant without a limit
  *                stay DMAs: the limited one teaches nothing;
@@ -148,6 +153,7 @@ static int model_reset(FIXTURE_DATA(model) *self)
 	for (d = 0; d < 2; d++) {
 		ret |= qwrite(self, d, "p2p_cost_ns", "auto");
 		ret |= qwrite(self, d, "p2p_learned_cost_ns", "reset");
+		ret |= qwrite(self, d, "p2p_learned_ra_mbps", "reset");
 	}
 	ret |= pwrite_knob(self, "copy_mbps", "auto");
 	ret |= pwrite_knob(self, "copy_from_mbps", "auto");
@@ -311,7 +317,19 @@ TEST_F(model, files)
 		ASSERT_EQ(0, qread(self, d, "p2p_cost_ns", buf, sizeof(buf)));
 		EXPECT_STREQ("4096:80000 131072:120000 1048576:380000 8388608:2460000",
 			     buf);
+		/* P-readahead's rate follows the default until learned. */
+		ASSERT_EQ(0, qread(self, d, "p2p_learned_ra_mbps", buf,
+				   sizeof(buf)));
+		EXPECT_STREQ("200", buf);
 	}
+	ASSERT_EQ(0, qwrite(self, 0, "p2p_learned_ra_mbps", "0x10"));
+	ASSERT_EQ(0, qread(self, 0, "p2p_learned_ra_mbps", buf, sizeof(buf)));
+	EXPECT_STREQ("16", buf);
+	ASSERT_EQ(0, qread(self, 1, "p2p_learned_ra_mbps", buf, sizeof(buf)));
+	EXPECT_STREQ("200", buf);
+	ASSERT_EQ(0, qwrite(self, 0, "p2p_learned_ra_mbps", "reset"));
+	ASSERT_EQ(0, qread(self, 0, "p2p_learned_ra_mbps", buf, sizeof(buf)));
+	EXPECT_STREQ("200", buf);
 	ASSERT_EQ(0, sysfs_write(P2P_LEARN, "0"));
 	ASSERT_EQ(0, qread(self, 0, "p2p_cost_ns", buf, sizeof(buf)));
 	EXPECT_STREQ(DEFAULT_COST_NS, buf);
@@ -411,6 +429,16 @@ TEST_F(model, bad_values)
 			ASSERT_EQ(0, sysfs_read(path, after, sizeof(after)));
 			EXPECT_STREQ(before, after);
 		}
+	}
+	ASSERT_EQ(0, qwrite(self, 0, "p2p_learned_ra_mbps", "555"));
+	for (i = 0; i <= ARRAY_SIZE(bad_rate); i++) {
+		const char *v = i < ARRAY_SIZE(bad_rate) ? bad_rate[i] : "auto";
+
+		EXPECT_EQ(-EINVAL, qwrite(self, 0, "p2p_learned_ra_mbps", v))
+			TH_LOG("p2p_learned_ra_mbps: \"%s\" accepted", v);
+		ASSERT_EQ(0, qread(self, 0, "p2p_learned_ra_mbps", after,
+				   sizeof(after)));
+		EXPECT_STREQ("555", after);
 	}
 	ASSERT_EQ(0, sysfs_read(P2P_LEARN, before, sizeof(before)));
 	EXPECT_EQ(-EINVAL, sysfs_write(P2P_LEARN, "2"));
@@ -617,6 +645,145 @@ TEST_F_TIMEOUT(model, probe_copy, 180)
 	       pread_knob(self, "learned_copy_mbps"));
 	probe_judge(_metadata, n, probed, "cache_bytes", c0);
 	EXPECT_TRUE(copy_moved(self));
+}
+
+/* One small sequential read, in the read-ahead window of 128 KiB. */
+#define SRSZ		(64 * KiB)
+/* A DMA of SRSZ predicted to take 1 ms, streaming at about 80 GB/s. */
+#define DMA_1MS		"4096:1000000 131072:1000000 8388608:1100000"
+
+static long long learned_ra(FIXTURE_DATA(model) *self, int d)
+{
+	char path[PATH_MAX];
+	long long v;
+
+	qfile(self, d, "p2p_learned_ra_mbps", path, sizeof(path));
+	return sysfs_read_ll(path, &v) ? -1 : v;
+}
+
+/*
+ * Read drive 0's file sequentially into device memory, SRSZ at a time,
+ * from CPU 0, its cache dropped at the start of each pass so that every
+ * read has the drive to read from: until @moved() says a probe taught the
+ * model, or 1 GiB.  Every read is checked.  Returns the bytes read, or -1;
+ * the bytes P-readahead served in *@ra.
+ */
+static long long seq_reads(struct __test_metadata *_metadata,
+			   FIXTURE_DATA(model) *self,
+			   bool (*moved)(FIXTURE_DATA(model) *self),
+			   long long *ra)
+{
+	long long r0 = router_stat("ra_reads"), n = 0;
+	cpu_set_t cpu;
+	long diff;
+
+	CPU_ZERO(&cpu);
+	CPU_SET(0, &cpu);
+	if (sched_setaffinity(0, sizeof(cpu), &cpu))
+		return -1;
+	while (n < 1024LL * MiB && !moved(self)) {
+		off_t off = n % REGION;
+
+		if (!off && posix_fadvise(self->fd[0], 0, 0,
+					  POSIX_FADV_DONTNEED))
+			return -1;
+		if (pread(self->fd[0], self->dev, SRSZ, off) != SRSZ)
+			return -1;
+		pattern_fill(self->ref, SRSZ, off, self->seed);
+		diff = first_diff(self->dev, self->ref, SRSZ);
+		if (diff >= 0) {
+			TH_LOG("at %lld: byte %ld differs", (long long)off,
+			       diff);
+			return -1;
+		}
+		n += SRSZ;
+	}
+	*ra = (router_stat("ra_reads") - r0) * SRSZ;
+	return n;
+}
+
+static bool ra_moved(FIXTURE_DATA(model) *self)
+{
+	return learned_ra(self, 0) > 60 * 9 / 8;
+}
+
+/*
+ * P-readahead is seeded far slower than it is (60 MB/s: 1.09 ms for a
+ * 64 KiB read, against a DMA held to 1 ms by an override), so every
+ * sequential read is DMAed and P-readahead would never be measured again.
+ * Each read earns 1/128 of its predicted DMA; a probe is a run of four
+ * read-ahead windows that waits for, and spends, its predicted time: the
+ * reads it takes are within 1/128 of the bytes, and a run's worth of them
+ * moves the learned rate, after which P-readahead serves the stream.
+ */
+TEST_F_TIMEOUT(model, probe_ra, 180)
+{
+	long long n, ra, probed, p0 = router_stat("probe_ra_bytes");
+
+	ASSERT_EQ(0, sysfs_write(P2P_RA_KB, "4096"));
+	ASSERT_EQ(0, qwrite(self, 0, "p2p_cost_ns", DMA_1MS));
+	ASSERT_EQ(0, qwrite(self, 0, "p2p_learned_ra_mbps", "60"));
+	n = seq_reads(_metadata, self, ra_moved, &ra);
+	probed = router_stat("probe_ra_bytes") - p0;
+	TH_LOG("%lld MiB read, %lld KiB by P-readahead, %lld KiB probed; learned %lld MB/s",
+	       n / MiB, ra / KiB, probed / KiB, learned_ra(self, 0));
+	ASSERT_LT(0, n);
+	EXPECT_TRUE(ra_moved(self));
+	ASSERT_LT(0, probed);
+	/* Once the rate moved far enough, P-readahead is chosen anyway. */
+	EXPECT_LE(probed, ra);
+	EXPECT_GE(n / 128, probed);
+
+	/* The rate learned, the stream is P-readahead's, probes or not. */
+	n = 16 * MiB;
+	p0 = router_stat("ra_reads");
+	ASSERT_EQ(0, posix_fadvise(self->fd[0], 0, 0, POSIX_FADV_DONTNEED));
+	for (off_t off = 0; off < n; off += SRSZ)
+		ASSERT_EQ(SRSZ, pread(self->fd[0], self->dev, SRSZ, off));
+	ra = (router_stat("ra_reads") - p0) * SRSZ;
+	TH_LOG("then %lld of %lld KiB by P-readahead, learned %lld MB/s",
+	       ra / KiB, n / KiB, learned_ra(self, 0));
+	EXPECT_LE(n * 9 / 10, ra);
+}
+
+static bool ra_dma_moved(FIXTURE_DATA(model) *self)
+{
+	return learned_ns(self, 0, 131072) < 1000000 * 7 / 8;
+}
+
+/*
+ * The other way: DMAs of 64 KiB seeded at 1 ms, P-readahead at 100 MB/s
+ * (655 us), so the stream is P-readahead's and the class of 64 KiB would
+ * never be measured.  Each P-readahead read earns 1/128 of its predicted
+ * time; once that covers a read's predicted DMA, the read is left to the
+ * router, which reads it by DMA, cached or not.  A batch of those moves
+ * the class.
+ */
+TEST_F_TIMEOUT(model, probe_ra_dma, 180)
+{
+	long long n, ra, d0 = router_stat("p2p_bytes");
+	long long c0 = router_stat("cache_bytes");
+
+	ASSERT_EQ(0, sysfs_write(P2P_RA_KB, "4096"));
+	ASSERT_EQ(0, qwrite(self, 0, "p2p_learned_cost_ns", DMA_1MS));
+	ASSERT_EQ(0, qwrite(self, 0, "p2p_learned_ra_mbps", "100"));
+	n = seq_reads(_metadata, self, ra_dma_moved, &ra);
+	d0 = router_stat("p2p_bytes") - d0;
+	c0 = router_stat("cache_bytes") - c0;
+	TH_LOG("%lld MiB read, %lld KiB by P-readahead, %lld KiB by DMA, %lld KiB copied; 128 KiB class %lld ns",
+	       n / MiB, ra / KiB, d0 / KiB, c0 / KiB,
+	       learned_ns(self, 0, 131072));
+	ASSERT_LT(0, n);
+	EXPECT_TRUE(ra_dma_moved(self));
+	ASSERT_LT(0, d0);
+	/* What read-ahead had cached of a read left to the router */
+	EXPECT_EQ(n, ra + d0 + c0);
+	/*
+	 * A read is left to the router for its predicted DMA, earned at
+	 * 1/128 of P-readahead's predicted time, which is less; the router
+	 * earns 1/128 of its own plan too.
+	 */
+	EXPECT_GE(n / 128 + n / 128 / 128 + SRSZ, d0 + c0);
 }
 
 /* Into a new cgroup with the io controller, for io.max. */

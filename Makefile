@@ -10,7 +10,7 @@ S := scripts
 
 .PHONY: help deps tree export config kernel selftests initramfs image \
 	demo test test-debug kernel-debug kernel-base bench bench-report calibrate \
-	bench-stack bench-readahead bench-limit shell \
+	bench-stack bench-readahead bench-limit bench-profile shell \
 	checkpatch bisect-check sparse-check rfc clean distclean
 
 help:
@@ -30,6 +30,7 @@ help:
 	@echo '  make bench-stack P2P through md raid0 (1-3 drives), plain and throttled'
 	@echo '  make bench-readahead  P-readahead and page-cache pollution, plain and throttled'
 	@echo '  make bench-limit      whether QEMU'"'"'s throttle and io.max hold the drives to a limit'
+	@echo '  make bench-profile    perf profile of a routed 1 MiB read against O_DIRECT'
 	@echo '  make shell       boot the rig to a shell on the console'
 	@echo '  make tree        build/linux = Debian linux-source-6.12 + patches/'
 	@echo '  make export      patches/ = build/linux commits since spin-base'
@@ -119,6 +120,9 @@ bench-readahead: image
 
 bench-limit: image
 	@$(S)/bench-limit.sh
+
+bench-profile: image
+	@$(S)/bench-profile.sh
 
 shell: image
 	@$(S)/rig.sh --mode shell

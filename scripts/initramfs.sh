@@ -16,6 +16,7 @@ Writes build/initramfs.cpio from:
     xfs_io, xfs_repair, mkfs.ext4, e2fsck, mkfs.vfat, fio, util-linux's
     fincore and coreutils' timeout (run_kselftest.sh wants
     /usr/bin/timeout), each with the shared libraries ldd lists for it;
+    with SPIN_PERF=1 also the host's perf (for scripts/bench-profile.sh);
   - build/kselftest (scripts/selftests.sh) as /kselftest;
   - the tools/spin/spin-*.c tools, compiled here, spin-calibrate,
     spin-stat, spin-iomax, and the benchmarks' guest sides
@@ -31,6 +32,9 @@ root=$top/build/initramfs
 out=$top/build/initramfs.cpio
 tools=(mdadm dmsetup lvm mkfs.xfs xfs_io xfs_repair mkfs.ext4 e2fsck mkfs.vfat fio
 	timeout fincore)
+# perf only when asked for (scripts/bench-profile.sh): with its libraries
+# it is a quarter of the image.
+[ "${SPIN_PERF:-0}" = 1 ] && tools+=(perf)
 
 [ -x "$top/build/kselftest/run_kselftest.sh" ] ||
 	{ echo "initramfs: build/kselftest missing; run scripts/selftests.sh" >&2; exit 1; }

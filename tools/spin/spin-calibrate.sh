@@ -131,8 +131,10 @@ fi
 # P-readahead: a model under which every small sequential read takes the
 # partition (a DMA costs a second, the drive's share nothing), a first
 # pass that fills the partition, then passes that only hit it.
-old_model=$(cat $R/p2p_cost_ns) old_ra=$(cat $R/ra_mbps)
+# learn 0: the queue plans with these, not what it learned.
+old_model=$(cat $R/p2p_cost_ns) old_ra=$(cat $R/ra_mbps) old_learn=$(cat $R/learn)
 echo 1 >$R/enabled
+echo 0 >$R/learn
 echo "4096:1000000000 1073741824:1000000000" >$R/p2p_cost_ns
 echo 1000000 >$R/ra_mbps
 fio_field 7 --filename="$file" --rw=read --bs=64k --direct=0 \
@@ -144,6 +146,7 @@ hits=$(($(cat $R/stats/ra_hits) - hits))
 pages=$(($(cat $R/stats/ra_pages) - pages))
 echo "$old_model" >$R/p2p_cost_ns
 echo "$old_ra" >$R/ra_mbps
+echo "$old_learn" >$R/learn
 echo "$was" >$R/enabled
 # 64 passes over 512 pages, all from the partition: a pass that read
 # from the drive would measure the drive.

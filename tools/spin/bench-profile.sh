@@ -1,0 +1,86 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
+#
+# Guest side of 'make bench-profile' (scripts/bench-profile.sh): where
+# the CPU goes in a routed 1 MiB read with nothing cached, against the
+# same read with O_DIRECT.
+set -u
+
+usage() {
+	cat <<USAGE
+Usage: bench-profile [--help]
+
+Guest side of 'make bench-profile' (scripts/guest-init, spin_mode=bench
+spin_bench=profile).  Needs perf in the initramfs (SPIN_PERF=1
+scripts/initramfs.sh), a rig drive and a p2pmem provider of at least
+256 MiB.
+
+On a 256 MiB file on a new XFS on the first rig drive, nothing cached,
+fio reads it sequentially in 1 MiB requests into device memory, one
+job, queue depth 1, two ways, one after the other, SPIN_PROFILE_ROUNDS
+times (default 3):
+  odirect  O_DIRECT (the router is not involved)
+  spin     buffered, routed (the file dropped from the cache first)
+Each run is sampled by perf (cpu-clock, every CPU, kernel call
+graphs).  Prints between "# bench-profile: begin" and "end":
+  - "bw,MODE,ROUND,MB/s" per run;
+  - for each mode, the last round's profile: the symbols with at least
+    0.5% of the samples (perf report --no-children --sort sym);
+  - "share,MODE,ROUND,PCT" per run: the samples in the router's own
+    functions (p2p_*, filemap_p2p_*, iomap_p2p_*), in percent of all.
+USAGE
+}
+case "${1:-}" in -h|--help) usage; exit 0 ;; "") ;; *) usage >&2; exit 2 ;; esac
+
+ROUNDS=${SPIN_PROFILE_ROUNDS:-3}
+SIZE=$((256 * 1024 * 1024))
+
+command -v perf >/dev/null ||
+	{ echo "bench-profile: no perf; SPIN_PERF=1 scripts/initramfs.sh"; exit 1; }
+provider=
+for d in /sys/bus/pci/devices/*; do
+	[ "$(cat "$d/p2pmem/published" 2>/dev/null)" = 1 ] || continue
+	[ "$(cat "$d/p2pmem/size")" -ge 268435456 ] && provider=$d && break
+done
+[ -n "$provider" ] || { echo "bench-profile: no 256 MiB provider"; exit 1; }
+ns=$(grep -l '^SPINRIG' /sys/block/nvme*/device/serial | cut -d/ -f4 | sort | head -1)
+[ -n "$ns" ] || { echo "bench-profile: no rig drive"; exit 1; }
+
+echo 0 >/proc/sys/kernel/kptr_restrict
+echo -1 >/proc/sys/kernel/perf_event_paranoid
+mkdir -p /mnt/data
+mkfs.xfs -q -f "/dev/$ns" && mount "/dev/$ns" /mnt/data || exit 1
+F=/mnt/data/file
+dd if=/dev/urandom of=$F bs=1M count=$((SIZE >> 20)) 2>/dev/null
+sync
+
+# run MODE ROUND: one sampled fio run; its perf data in /tmp/perf.MODE.
+run() {
+	direct=0
+	[ "$1" = odirect ] && direct=1
+	echo 3 >/proc/sys/vm/drop_caches
+	bw=$(perf record -q -e cpu-clock -F 2000 -a -g -o "/tmp/perf.$1" -- \
+		fio --name=p --filename=$F --rw=read --bs=1M --direct=$direct \
+		--ioengine=psync --size=$SIZE --invalidate=0 --iomem_align=4k \
+		--iomem="mmapshared:$provider/p2pmem/allocate" --minimal \
+		2>/dev/null | awk -F';' '{ printf "%.0f\n", $7 * 1024 / 1e6 }')
+	echo "bw,$1,$2,$bw"
+	share=$(perf report -q -i "/tmp/perf.$1" --no-children --sort sym \
+		--stdio -g none 2>/dev/null |
+		awk '$NF ~ /^(p2p_|filemap_p2p_|iomap_p2p_)/ { s += $1 }
+		     END { printf "%.1f\n", s }')
+	echo "share,$1,$2,$share"
+}
+
+echo "# bench-profile: begin"
+echo "# drive $ns, provider $provider, $ROUNDS rounds"
+for r in $(seq "$ROUNDS"); do
+	run odirect "$r"
+	run spin "$r"
+done
+for m in odirect spin; do
+	echo "# profile $m, round $ROUNDS:"
+	perf report -q -i "/tmp/perf.$m" --no-children --sort sym --stdio \
+		-g none --percent-limit 0.5 2>/dev/null | sed 's/^/# /'
+done
+echo "# bench-profile: end"

@@ -43,8 +43,8 @@ queue and the copy rates of each provider from its own I/O, and plans
 with those (/sys/kernel/mm/p2p_router/learn).  The values written here
 are the defaults, which the router starts learning from and plans with
 only when learn is 0.  spin-calibrate checks what was learned: it
-prints the queue's p2p_learned_cost_ns and the provider's learned copy
-rates after its own.
+prints the queue's p2p_learned_cost_ns and p2p_learned_ra_mbps and the
+provider's learned copy rates after its own.
 
 Prints "# spin-calibrate: DMA time of one read into device memory,
 fitted", spin-fit's table ("#" lines: bytes, measured_ns, fitted_ns,
@@ -52,15 +52,16 @@ error), then "p2p_cost_ns: BYTES:NS ...", "copy_mbps: N",
 "copy_from_mbps: N" (not for a block device), "ra_mbps: N" (if
 P-readahead was measured) and, unless --dry-run, "# spin-calibrate:
 written to /sys/kernel/mm/p2p_router"; then "learned p2p_cost_ns: ...",
-"learned copy_mbps: N" and "learned copy_from_mbps: N".
+"learned ra_mbps: N", "learned copy_mbps: N" and "learned copy_from_mbps:
+N".
 USAGE
 }
 
 R=/sys/kernel/mm/p2p_router
 secs=2 reps=2 dry=0
 
-# What the router learned of FILE's queue and of the provider.
-learned() {
+# The sysfs directory of FILE's disk, whose queue/ the router learns in.
+disk() {
 	if [ -b "$file" ]; then
 		mm=$((0x$(stat -c %t "$file"))):$((0x$(stat -c %T "$file")))
 	else
@@ -69,7 +70,14 @@ learned() {
 	fi
 	q=/sys/dev/block/$mm
 	[ -e "$q/queue" ] || q=$q/..	# a partition: its disk's queue
+	echo "$q"
+}
+
+# What the router learned of FILE's queue and of the provider.
+learned() {
+	q=$(disk)
 	echo "learned p2p_cost_ns: $(cat "$q/queue/p2p_learned_cost_ns" 2>/dev/null)"
+	echo "learned ra_mbps: $(cat "$q/queue/p2p_learned_ra_mbps" 2>/dev/null)"
 	echo "learned copy_mbps: $(cat "$provider/p2pmem/learned_copy_mbps" 2>/dev/null)"
 	echo "learned copy_from_mbps: $(cat "$provider/p2pmem/learned_copy_from_mbps" 2>/dev/null)"
 }
@@ -131,8 +139,11 @@ fi
 # P-readahead: a model under which every small sequential read takes the
 # partition (a DMA costs a second, the drive's share nothing), a first
 # pass that fills the partition, then passes that only hit it.
-# learn 0: the queue plans with these, not what it learned.
+# learn 0: the queue plans with these, not what it learned; what these
+# hits teach the queue (it learns at learn 0 too) is put back after.
 old_model=$(cat $R/p2p_cost_ns) old_ra=$(cat $R/ra_mbps) old_learn=$(cat $R/learn)
+qra=$(disk)/queue/p2p_learned_ra_mbps
+old_qra=$(cat "$qra" 2>/dev/null || true)
 echo 1 >$R/enabled
 echo 0 >$R/learn
 echo "4096:1000000000 1073741824:1000000000" >$R/p2p_cost_ns
@@ -147,6 +158,9 @@ pages=$(($(cat $R/stats/ra_pages) - pages))
 echo "$old_model" >$R/p2p_cost_ns
 echo "$old_ra" >$R/ra_mbps
 echo "$old_learn" >$R/learn
+# The default shown is taken as nothing learned: it follows ra_mbps again.
+[ "$old_qra" = "$old_ra" ] && old_qra=reset
+[ -z "$old_qra" ] || echo "$old_qra" >"$qra"
 echo "$was" >$R/enabled
 # 64 passes over 512 pages, all from the partition: a pass that read
 # from the drive would measure the drive.

@@ -26,8 +26,9 @@ graphs).  Prints between "# bench-profile: begin" and "end":
   - "bw,MODE,ROUND,MB/s" per run;
   - for each mode, the last round's profile: the symbols with at least
     0.5% of the samples (perf report --no-children --sort sym);
-  - "share,MODE,ROUND,PCT" per run: the samples in the router's own
-    functions (p2p_*, filemap_p2p_*, iomap_p2p_*), in percent of all.
+  - "share,MODE,ROUND,PCT,BUSY_PCT" per run: the samples in the
+    router's own functions (p2p_*, filemap_p2p_*, iomap_p2p_*), in
+    percent of all samples and of those not in the idle loop.
 USAGE
 }
 case "${1:-}" in -h|--help) usage; exit 0 ;; "") ;; *) usage >&2; exit 2 ;; esac
@@ -68,7 +69,9 @@ run() {
 	share=$(perf report -q -i "/tmp/perf.$1" --no-children --sort sym \
 		--stdio -g none 2>/dev/null |
 		awk '$NF ~ /^(p2p_|filemap_p2p_|iomap_p2p_)/ { s += $1 }
-		     END { printf "%.1f\n", s }')
+		     $NF ~ /(halt|idle)/ { idle += $1 }
+		     END { printf "%.1f,%.1f\n", s,
+			   idle < 100 ? s * 100 / (100 - idle) : 0 }')
 	echo "share,$1,$2,$share"
 }
 

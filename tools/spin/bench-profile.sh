@@ -28,7 +28,8 @@ spin_profile picks the scenario (default cold):
                 depth 8
 Each run is sampled by perf (cpu-clock, every CPU, kernel call
 graphs).  Prints between "# bench-profile: begin" and "end":
-  - "bw,MODE,ROUND,MB/s" per run;
+  - "bw,MODE,ROUND,MB/s,dma_MiB=N,copy_MiB=N" per run: the router's
+    DMA and copies (p2p_bytes, cache_bytes) during it;
   - for each mode, the last round's profile: the symbols with at least
     0.5% of the samples (perf report --no-children --sort sym);
   - "share,MODE,ROUND,PCT,BUSY_PCT" per run: the samples in the
@@ -39,6 +40,7 @@ USAGE
 case "${1:-}" in -h|--help) usage; exit 0 ;; "") ;; *) usage >&2; exit 2 ;; esac
 
 ROUNDS=${SPIN_PROFILE_ROUNDS:-3}
+R=/sys/kernel/mm/p2p_router/stats
 SCENARIO=${spin_profile:-cold}
 SIZE=$((256 * 1024 * 1024))
 case $SCENARIO in cold|raid0_cached) ;;
@@ -81,12 +83,13 @@ run() {
 		cat $F >/dev/null
 		engine="--ioengine=io_uring --iodepth=8"
 	fi
+	d0=$(cat $R/p2p_bytes) c0=$(cat $R/cache_bytes)
 	bw=$(perf record -q -e cpu-clock -F 2000 -a -g -o "/tmp/perf.$1" -- \
 		fio --name=p --filename=$F --rw=read --bs=1M --direct=$direct \
 		$engine --size=$SIZE --invalidate=0 --iomem_align=4k \
 		--iomem="mmapshared:$provider/p2pmem/allocate" --minimal \
 		2>/dev/null | awk -F';' '{ printf "%.0f\n", $7 * 1024 / 1e6 }')
-	echo "bw,$1,$2,$bw"
+	echo "bw,$1,$2,$bw,dma_MiB=$((($(cat $R/p2p_bytes) - d0) >> 20)),copy_MiB=$((($(cat $R/cache_bytes) - c0) >> 20))"
 	share=$(perf report -q -i "/tmp/perf.$1" --no-children --sort sym \
 		--stdio -g none 2>/dev/null |
 		awk '$NF ~ /^(p2p_|filemap_p2p_|iomap_p2p_)/ { s += $1 }

@@ -8,14 +8,21 @@
  * then reads PERCENT of it back into RAM, so that a benchmark can start
  * from a known residency:
  *
- *   contig   the first PERCENT of the file;
+ *   contig   the first PERCENT of the file, read as a program reading
+ *            it from the start would: in 1 MiB reads with the file's
+ *            usual read-ahead, so that the page cache holds it in the
+ *            large folios read-ahead makes; what read-ahead brought in
+ *            past that part is then dropped again (POSIX_FADV_DONTNEED),
+ *            except the rest of a large folio that straddles its end;
  *   scatter  (default) PERCENT of its CHUNK-sized pieces (default
  *            64 KiB), chosen at random with a fixed seed, so the same
- *            arguments give the same pattern every time.
+ *            arguments give the same pattern every time.  The pieces
+ *            are read with POSIX_FADV_RANDOM, so read-ahead brings in
+ *            nothing beyond them, in order-0 folios, as random reads of
+ *            up to the read-ahead window would.
  *
- * The file is read with POSIX_FADV_RANDOM, so read-ahead brings in
- * nothing beyond the chosen pieces.  Prints the residency mincore(2)
- * then reports, in the format spin-resident used: "49.8 8160/16384".
+ * Prints the residency mincore(2) then reports, in the format
+ * spin-resident used: "49.8 8160/16384".
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -141,9 +148,40 @@ int main(int argc, char **argv)
 	/* Dirty pages cannot be dropped: write them back first. */
 	fsync(fd);
 	if (posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) ||
-	    posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM)) {
+	    posix_fadvise(fd, 0, 0, scatter ? POSIX_FADV_RANDOM :
+					       POSIX_FADV_NORMAL)) {
 		perror("posix_fadvise");
 		return 1;
+	}
+	if (!scatter && want) {
+		const size_t big = 1 << 20;
+		off_t stop = (off_t)want * chunk, pos;
+		char *seq = malloc(big);
+
+		if (!seq) {
+			perror("malloc");
+			return 1;
+		}
+		for (pos = 0; pos < stop; pos += big) {
+			size_t n = big;
+
+			if (stop - pos < (off_t)big)
+				n = stop - pos;
+
+			if (pread(fd, seq, n, pos) < 0) {
+				perror("pread");
+				return 1;
+			}
+		}
+		free(seq);
+		if ((size_t)stop < len &&
+		    posix_fadvise(fd, stop, 0, POSIX_FADV_DONTNEED)) {
+			perror("posix_fadvise");
+			return 1;
+		}
+		pct = resident(fd, len, &res, &pages);
+		printf("%.1f %zu/%zu\n", pct, res, pages);
+		return 0;
 	}
 	for (i = 0; i < nchunks; i++) {
 		if (!pick[i])

@@ -461,7 +461,9 @@ TEST_F_TIMEOUT(fault, reads_and_writes, 600)
 /*
  * A writeback error, then reads.  The file (or the raw namespace) holds
  * OLD bytes on the disk.  NEW bytes are written into some of its pages
- * with 4 KiB buffered writes (order-0 folios), and their writeback fails:
+ * with 4 KiB buffered writes (order-0 folios; in the xfs_large variant,
+ * 64 KiB ones, which make large folios with iomap's per-block state as
+ * private data), and their writeback fails:
  * fail_make_request fails every bio of the drive around a
  * sync_file_range(), which must report EIO.  The page cache now holds NEW
  * bytes, clean and up to date, where the disk has OLD ones, and a read
@@ -470,12 +472,13 @@ TEST_F_TIMEOUT(fault, reads_and_writes, 600)
  * router would fold every clean cached folio into a DMA: a clean folio
  * may be read from the disk instead only when the disk provably holds its
  * bytes, which it does not after a writeback error on the mapping, nor
- * while the folio has private data (buffer heads: ext4, block devices).
+ * while the folio has buffer heads (ext4, block devices).
  */
 #define WB_MNT		"/mnt/spin-fault"
 #define WB_FILE_SIZE	(4 * MiB)
 #define WB_LEN		(2 * MiB)	/* the range under test */
 #define WB_PAGE		(4 * KiB)
+#define WB_LARGE_PAGES	16		/* xfs_large: 64 KiB writes */
 #define WB_COST_NS	"4096:1 1048576:2"	/* DMA nearly free */
 #define WB_COPY_MBPS	"1"			/* copies very slow */
 
@@ -494,21 +497,49 @@ FIXTURE(wberr) {
 	unsigned char *want;	/* what the page cache holds: NEW or OLD */
 	unsigned char *disk;	/* WB_LEN, aligned for O_DIRECT */
 	uint64_t seed;
+	size_t unit;		/* pages per write of NEW bytes */
 	bool mounted, knobs_saved, failing;
 };
 
 FIXTURE_VARIANT(wberr) {
 	const char *fs;		/* NULL: the raw namespace */
+	bool large;		/* NEW bytes in 64 KiB writes: large folios */
 };
 
 FIXTURE_VARIANT_ADD(wberr, xfs) { .fs = "xfs" };
+FIXTURE_VARIANT_ADD(wberr, xfs_large) { .fs = "xfs", .large = true };
 FIXTURE_VARIANT_ADD(wberr, ext4) { .fs = "ext4" };
 FIXTURE_VARIANT_ADD(wberr, raw) { .fs = NULL };
 
-/* Pages of the range that get NEW bytes: single pages and one run of 16. */
-static bool wb_is_new(size_t page)
+/*
+ * Pages of the range that get NEW bytes: single pages and one run of 16,
+ * or, in 64 KiB writes, one such write in four.
+ */
+static bool wb_is_new(FIXTURE_DATA(wberr) *self, size_t page)
 {
+	if (self->unit > 1)
+		return page / self->unit % 4 == 1;
 	return page % 4 == 1 || (page >= 384 && page < 400);
+}
+
+/* Write NEW bytes into the pages wb_is_new() names; returns the pages. */
+static size_t wb_write_new(struct __test_metadata *_metadata,
+			   FIXTURE_DATA(wberr) *self, int fd, off_t base)
+{
+	const size_t len = self->unit * WB_PAGE;
+	size_t page, nnew = 0;
+
+	for (page = 0; page < WB_LEN / WB_PAGE; page += self->unit) {
+		if (!wb_is_new(self, page))
+			continue;
+		pattern_fill(self->ram, len, base + page * WB_PAGE,
+			     ~self->seed);
+		EXPECT_EQ((ssize_t)len, pwrite(fd, self->ram, len,
+					       base + page * WB_PAGE));
+		memcpy(self->want + page * WB_PAGE, self->ram, len);
+		nnew += self->unit;
+	}
+	return nnew;
 }
 
 /*
@@ -558,6 +589,7 @@ FIXTURE_SETUP(wberr)
 	run_cmd("mdadm --stop " MD " 2>/dev/null");
 	run_cmd("dmsetup remove --noudevsync " DUST " 2>/dev/null");
 	self->seed = getpid() ^ 0x77beULL << 32;
+	self->unit = variant->large ? WB_LARGE_PAGES : 1;
 	TH_LOG("%s on %s, seed %llu", variant->fs ? variant->fs : "raw",
 	       self->ns, (unsigned long long)self->seed);
 
@@ -633,7 +665,7 @@ static void wb_log_diff(struct __test_metadata *_metadata,
 	page = d / WB_PAGE;
 	pattern_fill(old, WB_PAGE, page * WB_PAGE, self->seed);
 	TH_LOG("%s: byte %ld wrong (page %zu, %s page), %zu pages wrong; the page holds %s",
-	       what, d, page, wb_is_new(page) ? "a NEW" : "an OLD", bad,
+	       what, d, page, wb_is_new(self, page) ? "a NEW" : "an OLD", bad,
 	       !memcmp(got + page * WB_PAGE, old, WB_PAGE) ?
 	       "the OLD bytes from the disk" : "something else");
 }
@@ -654,29 +686,30 @@ static void wb_fold_model(struct __test_metadata *_metadata)
  * The positive control: the same shape of cached pages in the file's
  * second half, their NEW bytes written back without an error, read into
  * device memory under the folding model.  XFS folds such clean islands
- * into the DMA around them; ext4 and the block device never do, as their
+ * into the DMA around them, order-0 folios and large ones with iomap's
+ * per-block state alike; ext4 and the block device never do, as their
  * folios carry buffer heads.  Returns the islands folded.
  */
 static long long wb_fold_control(struct __test_metadata *_metadata,
 				 FIXTURE_DATA(wberr) *self, int fd)
 {
 	const off_t base = WB_LEN;
-	long long fold0, folded;
-	size_t page;
+	long long fold0, folded, large;
+	size_t nnew;
 
 	/* Only the NEW pages cached, as below: the rest is DMAed. */
 	ASSERT_EQ(0, drop_caches());
 	pattern_fill(self->want, WB_LEN, base, self->seed);
-	for (page = 0; page < WB_LEN / WB_PAGE; page++) {
-		if (!wb_is_new(page))
-			continue;
-		pattern_fill(self->ram, WB_PAGE, base + page * WB_PAGE,
-			     ~self->seed);
-		ASSERT_EQ(WB_PAGE, pwrite(fd, self->ram, WB_PAGE,
-					  base + page * WB_PAGE));
-		memcpy(self->want + page * WB_PAGE, self->ram, WB_PAGE);
-	}
+	nnew = wb_write_new(_metadata, self, fd, base);
 	ASSERT_EQ(0, fsync(fd));
+	/*
+	 * The premise: order-0 folios, or (xfs_large) every one large and,
+	 * once written back, with iomap's per-block state as private data.
+	 */
+	large = large_folio_pages(fd, base, WB_LEN, true);
+	TH_LOG("control: %zu NEW pages, %lld of them in large folios with private data",
+	       nnew, large);
+	ASSERT_EQ(self->unit > 1 ? (long long)nnew : 0, large);
 	wb_fold_model(_metadata);
 	fold0 = router_stat("folded_islands");
 	memset(self->map, POISON, WB_LEN);
@@ -692,8 +725,8 @@ TEST_F_TIMEOUT(wberr, read_after_failed_writeback, 180)
 	const size_t pages = WB_LEN / WB_PAGE;
 	long long routed0, routed, seg0, fold0, seg, fired, left, folded;
 	int fd, dfd, sfd = -1, ret, err;
-	size_t page, nnew = 0;
 	long resident;
+	size_t nnew;
 	unsigned char *buf;
 	ssize_t n;
 
@@ -712,17 +745,12 @@ TEST_F_TIMEOUT(wberr, read_after_failed_writeback, 180)
 	}
 	ASSERT_EQ(0, drop_caches());
 
-	/* NEW bytes, 4 KiB-aligned 4 KiB buffered writes: order-0 folios. */
+	/* NEW bytes in buffered writes, aligned to their size. */
 	pattern_fill(self->want, WB_LEN, 0, self->seed);
 	buf = self->ram;
-	for (page = 0; page < pages; page++) {
-		if (!wb_is_new(page))
-			continue;
-		pattern_fill(buf, WB_PAGE, page * WB_PAGE, ~self->seed);
-		ASSERT_EQ(WB_PAGE, pwrite(fd, buf, WB_PAGE, page * WB_PAGE));
-		memcpy(self->want + page * WB_PAGE, buf, WB_PAGE);
-		nnew++;
-	}
+	nnew = wb_write_new(_metadata, self, fd, 0);
+	ASSERT_EQ(self->unit > 1 ? (long)nnew : 0,
+		  large_folio_pages(fd, 0, WB_LEN, false));
 
 	/*
 	 * Force the journal (the log) now, so that nothing but the data
@@ -769,6 +797,9 @@ TEST_F_TIMEOUT(wberr, read_after_failed_writeback, 180)
 	ASSERT_EQ(-1, first_diff(self->disk, self->ram, WB_LEN))
 		TH_LOG("the disk does not hold the OLD bytes");
 	ASSERT_EQ(nnew, resident_pages(fd, 0, WB_LEN));
+	/* xfs_large: iomap's state on every NEW folio, as in the control. */
+	ASSERT_EQ(self->unit > 1 ? (long)nnew : 0,
+		  large_folio_pages(fd, 0, WB_LEN, true));
 
 	/* The file system took no harm: a write and fsync still work. */
 	if (variant->fs) {

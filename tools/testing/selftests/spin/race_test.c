@@ -81,9 +81,10 @@
  * Readers and the chaos thread's other operations cover the whole file.
  *
  * The race must be proven: the router's counters must show routed reads
- * that DMAed, asynchronous ones among them, and routed writes that
- * DMAed (on md raid1, each leg must have been written at least the
- * DMAed bytes); and the log must show reads into device memory that
+ * that DMAed, asynchronous ones among them (on XFS, reads that DMAed
+ * over clean cached folios too), and routed writes that DMAed (on md
+ * raid1, each leg must have been written at least the DMAed bytes);
+ * and the log must show reads into device memory that
  * overlapped writes of the same words in time, and routed writes that
  * overlapped other writes of the same words.  (md's check of the legs
  * is not asked for here: md raid1 keeps no stable pages, so the mmap
@@ -1272,6 +1273,7 @@ enum {
 	ASYNC_READS,
 	ASYNC_DEFERRED,
 	NOWAIT_AGAIN,
+	FOLDED_BYTES,
 	NR_STATS
 };
 
@@ -1279,6 +1281,7 @@ static const char *const stat_names[NR_STATS] = {
 	"routed_reads", "p2p_bytes", "cache_bytes", "routed_writes",
 	"p2p_write_bytes", "cache_write_bytes", "fallback_eremoteio",
 	"fallback_error", "async_reads", "async_deferred", "nowait_again",
+	"folded_bytes",
 };
 
 /* Read them all; the name of one that cannot be read, or NULL. */
@@ -1631,9 +1634,9 @@ TEST_F_TIMEOUT(race, same_words, 300)
 	       o.routed_words);
 	for (i = 0; i < NR_STATS; i++)
 		after[i] -= before[i];
-	TH_LOG("router: %lld routed reads (%lld asynchronous, %lld parts deferred), %lld bytes DMAed and %lld copied into device memory; %lld routed writes, %lld bytes DMAed and %lld copied out of it; %lld nowait_again, %lld fallback_eremoteio, %lld fallback_error",
+	TH_LOG("router: %lld routed reads (%lld asynchronous, %lld parts deferred), %lld bytes DMAed (%lld of them over clean cached folios) and %lld copied into device memory; %lld routed writes, %lld bytes DMAed and %lld copied out of it; %lld nowait_again, %lld fallback_eremoteio, %lld fallback_error",
 	       after[ROUTED_READS], after[ASYNC_READS], after[ASYNC_DEFERRED],
-	       after[P2P_BYTES], after[CACHE_BYTES],
+	       after[P2P_BYTES], after[FOLDED_BYTES], after[CACHE_BYTES],
 	       after[ROUTED_WRITES], after[P2P_WRITE_BYTES],
 	       after[CACHE_WRITE_BYTES], after[NOWAIT_AGAIN],
 	       after[FALLBACK_EREMOTEIO], after[FALLBACK_ERROR]);
@@ -1687,6 +1690,11 @@ TEST_F_TIMEOUT(race, same_words, 300)
 	ASSERT_LT(0, after[P2P_BYTES]) TH_LOG("no read was DMAed");
 	ASSERT_LT(0, after[ASYNC_READS])
 		TH_LOG("no io_uring read was routed asynchronously");
+	/* XFS folds clean cached folios, large ones too, into DMAs. */
+	if (variant->fs && !strcmp(variant->fs, "xfs")) {
+		ASSERT_LT(0, after[FOLDED_BYTES])
+			TH_LOG("no read DMAed over clean cached folios");
+	}
 	if (variant->p2p_write) {
 		ASSERT_LT(0, after[ROUTED_WRITES]);
 		ASSERT_LT(0, after[P2P_WRITE_BYTES])

@@ -827,6 +827,66 @@ static inline long resident_pages(int fd, off_t off, size_t len)
 	return resident;
 }
 
+/*
+ * Of the pages of [@off, @off + @len) of the file that are in the page
+ * cache, how many are in large folios (compound pages), and with
+ * @private, in large folios with private data (PG_private): each page is
+ * mapped, read once so that it is, and looked up in /proc/self/pagemap
+ * and /proc/kpageflags.  Needs CAP_SYS_ADMIN.  -1 on error.
+ */
+#define KPF_COMPOUND_HEAD_BIT	15
+#define KPF_COMPOUND_TAIL_BIT	16
+#define KPF_PRIVATE_BIT		35
+static inline long large_folio_pages(int fd, off_t off, size_t len,
+				     bool private)
+{
+	const off_t page = sysconf(_SC_PAGESIZE);
+	off_t start = off & ~(page - 1);
+	size_t maplen = off + len - start;
+	size_t pages = (maplen + page - 1) / page, i;
+	unsigned char *vec = malloc(pages);
+	int pm = open("/proc/self/pagemap", O_RDONLY);
+	int kf = open("/proc/kpageflags", O_RDONLY);
+	uint64_t ent, flags, large_mask;
+	long large = -1;
+	volatile unsigned char c;
+	unsigned char *map;
+
+	large_mask = 1ULL << KPF_COMPOUND_HEAD_BIT |
+		     1ULL << KPF_COMPOUND_TAIL_BIT;
+	map = mmap(NULL, maplen, PROT_READ, MAP_SHARED, fd, start);
+	/* MADV_RANDOM: the faults below read nothing ahead. */
+	if (!vec || pm < 0 || kf < 0 || map == MAP_FAILED ||
+	    madvise(map, maplen, MADV_RANDOM) || mincore(map, maplen, vec))
+		goto out;
+	for (large = 0, i = 0; i < pages; i++) {
+		if (!(vec[i] & 1))
+			continue;	/* not cached: do not read it in */
+		c = map[i * page];
+		(void)c;
+		if (pread(pm, &ent, sizeof(ent),
+			  ((uintptr_t)map / page + i) * sizeof(ent)) !=
+		    sizeof(ent) || !(ent >> 63) || !(ent & ((1ULL << 55) - 1)) ||
+		    pread(kf, &flags, sizeof(flags),
+			  (ent & ((1ULL << 55) - 1)) * sizeof(flags)) !=
+		    sizeof(flags)) {
+			large = -1;
+			break;
+		}
+		large += (flags & large_mask) &&
+			 (!private || flags & 1ULL << KPF_PRIVATE_BIT);
+	}
+out:
+	if (map != MAP_FAILED)
+		munmap(map, maplen);
+	if (pm >= 0)
+		close(pm);
+	if (kf >= 0)
+		close(kf);
+	free(vec);
+	return large;
+}
+
 /* Seconds on CLOCK_MONOTONIC. */
 static inline double now_sec(void)
 {

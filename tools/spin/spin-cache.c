@@ -179,16 +179,14 @@ int main(int argc, char **argv)
 			perror("posix_fadvise");
 			return 1;
 		}
-		pct = resident(fd, len, &res, &pages);
-		printf("%.1f %zu/%zu\n", pct, res, pages);
-		return 0;
-	}
-	for (i = 0; i < nchunks; i++) {
-		if (!pick[i])
-			continue;
-		if (pread(fd, buf, chunk, (off_t)i * chunk) < 0) {
-			perror("pread");
-			return 1;
+	} else {
+		for (i = 0; i < nchunks; i++) {
+			if (!pick[i])
+				continue;
+			if (pread(fd, buf, chunk, (off_t)i * chunk) < 0) {
+				perror("pread");
+				return 1;
+			}
 		}
 	}
 	pct = resident(fd, len, &res, &pages);

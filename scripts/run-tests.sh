@@ -22,10 +22,13 @@ the spin suite and writes TAP to the second serial port.  Then:
     for a reason that is not in the allow-list
     (tools/testing/selftests/spin/skip-allowlist: test name, skip
     reason and why), an XFAIL names no issue ("#NN") in its
-    message, a test passed that was marked XFAIL (XPASS), the run did
-    not finish (guest hang: SECS, default 2400), the guest panicked, or
-    the console shows BUG:, WARNING:, Oops, a KASAN, KFENCE, UBSAN or
-    lockdep report, a hung task, or a taint.
+    message, a test passed that was marked XFAIL (XPASS), the guest did
+    not run the suite in strict mode (SPIN_STRICT=1, which
+    scripts/guest-init sets: a test that does not find the rig hardware
+    it needs fails instead of skipping), the run did not finish (guest
+    hang: SECS, default 2400), the guest panicked, or the console shows
+    BUG:, WARNING:, Oops, a KASAN, KFENCE, UBSAN or lockdep report, a hung
+    task, or a taint.
   --run NAME   logs in build/run/NAME/ (a suite split across boots
                keeps each boot's logs)
   --judge DIR  boot nothing: judge the tap.log and console.log of an
@@ -308,6 +311,13 @@ if [ "$rc" = 124 ]; then
 	echo "run-tests: the guest did not finish within ${timeout}s (hang)"; bad=1
 elif ! grep -q '^# spin-rig: done' "$tap.clean"; then
 	echo "run-tests: the guest stopped before the tests finished (rc $rc)"; bad=1
+fi
+# Off the rig a missing drive or provider skips its case; on the rig it
+# must fail it.  A guest whose /init did not say so ran the suite lax.
+if ! grep -q '^# spin-rig: SPIN_STRICT=1$' "$tap.clean"; then
+	echo "run-tests: the suite did not run in strict mode (no" \
+		"'# spin-rig: SPIN_STRICT=1' in the TAP; scripts/guest-init sets it)"
+	bad=1
 fi
 # Collected first: with pipefail, "grep | head" fails when head stops
 # reading early, and so would hide a console with many reports.

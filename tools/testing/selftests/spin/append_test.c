@@ -102,13 +102,13 @@ FIXTURE_SETUP(append)
 	router_learned_reset();	/* each case starts from defaults */
 	ASSERT_EQ(0, access(P2P_ROUTER, F_OK))
 		TH_LOG("no P2P router in this kernel (%s)", P2P_ROUTER);
-	ASSERT_EQ(0, nvme_rig_ns(0, self->ns, sizeof(self->ns)))
-		TH_LOG("rig NVMe drive 0 not found");
-	ASSERT_EQ(0, p2pmem_find_for_ns(self->ns, true, self->provider,
-					sizeof(self->provider)))
-		TH_LOG("no provider reachable from %s", self->ns);
+	SPIN_NEED(!nvme_rig_ns(0, self->ns, sizeof(self->ns)),
+		  SPIN_RIG_DRIVE_FMT, 0, 1);
+	SPIN_NEED(!p2pmem_find_for_ns(self->ns, true, self->provider,
+				      sizeof(self->provider)),
+		  "a provider that %s reaches: none published", self->ns);
 	ASSERT_EQ(0, sysfs_write(P2P_ROUTER "/enabled", "1"));
-	run_cmd("mdadm --stop /dev/md0 2>/dev/null");
+	md_stop_ours("/dev/md0");
 	self->seed = getpid() ^ 0xa99e7dULL << 32;
 	TH_LOG("%s on %s, seed %llu", variant->fs, self->ns,
 	       (unsigned long long)self->seed);
@@ -698,15 +698,14 @@ FIXTURE_SETUP(crash)
 	router_learned_reset();	/* each case starts from defaults */
 	ASSERT_EQ(0, access(P2P_ROUTER, F_OK))
 		TH_LOG("no P2P router in this kernel (%s)", P2P_ROUTER);
-	for (i = 0; i < 3; i++) {
-		ASSERT_EQ(0, nvme_rig_ns(i, self->ns[i], sizeof(self->ns[i])))
-			TH_LOG("rig NVMe drive %d not found", i);
-	}
-	ASSERT_EQ(0, p2pmem_find_for_ns(self->ns[0], true, self->provider,
-					sizeof(self->provider)))
-		TH_LOG("no provider reachable from %s", self->ns[0]);
+	for (i = 0; i < 3; i++)
+		SPIN_NEED(!nvme_rig_ns(i, self->ns[i], sizeof(self->ns[i])),
+			  SPIN_RIG_DRIVE_FMT, i, 3);
+	SPIN_NEED(!p2pmem_find_for_ns(self->ns[0], true, self->provider,
+				      sizeof(self->provider)),
+		  "a provider that %s reaches: none published", self->ns[0]);
 	ASSERT_EQ(0, sysfs_write(P2P_ROUTER "/enabled", "1"));
-	run_cmd("mdadm --stop /dev/md0 2>/dev/null");
+	md_stop_ours("/dev/md0");
 	crash_dm_remove();
 	self->seed = getpid() ^ 0xc7a54ULL << 32;
 	TH_LOG("%s, seed %llu", variant->fs, (unsigned long long)self->seed);
@@ -1201,6 +1200,7 @@ TEST_F_TIMEOUT(crash, fail_mid_append, 300)
 	ssize_t n;
 	int fd, ret;
 
+	debugfs_mount();
 	ASSERT_EQ(0, access(FAIL_DIR, F_OK))
 		TH_LOG("no %s (CONFIG_FAIL_MAKE_REQUEST)", FAIL_DIR);
 	ASSERT_EQ(0, fill_stale(CR_DATA));

@@ -103,15 +103,16 @@ FIXTURE_SETUP(exact)
 	self->fd = -1;
 	ASSERT_EQ(0, access(P2P_ROUTER, F_OK))
 		TH_LOG("no P2P router in this kernel (%s)", P2P_ROUTER);
+	debugfs_mount();
 	ASSERT_EQ(0, access(FAIL_DIR, F_OK))
 		TH_LOG("no %s (CONFIG_FAIL_MAKE_REQUEST)", FAIL_DIR);
-	ASSERT_EQ(0, nvme_rig_ns(0, self->ns, sizeof(self->ns)))
-		TH_LOG("rig NVMe drive 0 not found");
-	ASSERT_EQ(0, p2pmem_find_for_ns(self->ns, true, self->provider,
-					sizeof(self->provider)))
-		TH_LOG("no provider reachable from %s", self->ns);
+	SPIN_NEED(!nvme_rig_ns(0, self->ns, sizeof(self->ns)),
+		  SPIN_RIG_DRIVE_FMT, 0, 1);
+	SPIN_NEED(!p2pmem_find_for_ns(self->ns, true, self->provider,
+				      sizeof(self->provider)),
+		  "a provider that %s reaches: none published", self->ns);
 	ASSERT_EQ(0, sysfs_write(P2P_ROUTER "/enabled", "1"));
-	run_cmd("mdadm --stop /dev/md0 2>/dev/null");
+	md_stop_ours("/dev/md0");
 	run_cmd("dmsetup remove --noudevsync " DELAY_DM " 2>/dev/null");
 	self->seed = getpid() ^ 0xe7ac7ULL << 32;
 	TH_LOG("%s on %s, seed %llu", variant->fs ? variant->fs : "raw",
@@ -535,11 +536,13 @@ FIXTURE_VARIANT_ADD(xfsclose, device) { .device = true };
 FIXTURE_SETUP(xfsclose)
 {
 	router_learned_reset();	/* each case starts from defaults */
-	ASSERT_EQ(0, nvme_rig_ns(0, self->ns, sizeof(self->ns)));
-	ASSERT_EQ(0, p2pmem_find_for_ns(self->ns, true, self->provider,
-					sizeof(self->provider)));
+	SPIN_NEED(!nvme_rig_ns(0, self->ns, sizeof(self->ns)),
+		  SPIN_RIG_DRIVE_FMT, 0, 1);
+	SPIN_NEED(!p2pmem_find_for_ns(self->ns, true, self->provider,
+				      sizeof(self->provider)),
+		  "a provider that %s reaches: none published", self->ns);
 	ASSERT_EQ(0, sysfs_write(P2P_ROUTER "/enabled", "1"));
-	run_cmd("mdadm --stop /dev/md0 2>/dev/null");
+	md_stop_ours("/dev/md0");
 	ASSERT_EQ(0, mkfs_mount("xfs", self->ns, MNT));
 	self->mounted = true;
 	ASSERT_EQ(0, write_pattern_file(MNT "/data", 64 * MiB, getpid()));
@@ -641,15 +644,19 @@ FIXTURE_SETUP(requeue)
 {
 	router_learned_reset();	/* each case starts from defaults */
 	self->fd = -1;
-	ASSERT_EQ(0, nvme_rig_ns(0, self->ns, sizeof(self->ns)));
-	ASSERT_EQ(0, p2pmem_find_for_ns(self->ns, true, self->provider,
-					sizeof(self->provider)));
+	debugfs_mount();
+	SPIN_NEED(!nvme_rig_ns(0, self->ns, sizeof(self->ns)),
+		  SPIN_RIG_DRIVE_FMT, 0, 1);
+	SPIN_NEED(!p2pmem_find_for_ns(self->ns, true, self->provider,
+				      sizeof(self->provider)),
+		  "a provider that %s reaches: none published", self->ns);
 	ASSERT_EQ(0, sysfs_write(P2P_ROUTER "/enabled", "1"));
+	/* The drive is there: its fault_inject is the kernel's feature. */
 	ASSERT_EQ(0, nvme_fault_dir(self->ns, self->fault,
 				    sizeof(self->fault)))
 		TH_LOG("no NVMe fault injection for %s (CONFIG_FAULT_INJECTION_DEBUG_FS)",
 		       self->ns);
-	run_cmd("mdadm --stop /dev/md0 2>/dev/null");
+	md_stop_ours("/dev/md0");
 	self->seed = getpid() ^ 0x7e9ULL << 32;
 	snprintf(self->path, sizeof(self->path), "/dev/%s", self->ns);
 	ASSERT_EQ(0, write_pattern_file(self->path, FILE_SIZE, self->seed));

@@ -120,26 +120,34 @@ FIXTURE_SETUP(fault)
 	/* Kernel features the rig's config turns on: missing is a failure. */
 	ASSERT_EQ(0, access(P2P_ROUTER, F_OK))
 		TH_LOG("no P2P router in this kernel (%s)", P2P_ROUTER);
+	debugfs_mount();
 	if (!variant->dust && !variant->completion) {
 		ASSERT_EQ(0, access(FAIL_DIR, F_OK))
 			TH_LOG("no %s (CONFIG_FAIL_MAKE_REQUEST)", FAIL_DIR);
 	}
-	run_cmd("mdadm --stop " MD " 2>/dev/null");
-	run_cmd("dmsetup remove --noudevsync " DUST " 2>/dev/null");
 	for (i = 0; i < (size_t)variant->members; i++) {
 		char dir[PATH_MAX];
 
-		ASSERT_EQ(0, nvme_rig_ns(i, self->ns[i], sizeof(self->ns[i])))
-			TH_LOG("rig NVMe drive %zu not found", i);
+		SPIN_NEED(!nvme_rig_ns(i, self->ns[i], sizeof(self->ns[i])),
+			  SPIN_RIG_DRIVE_FMT, (int)i, variant->members);
 		/* Faults an earlier case that timed out may have left on. */
 		make_it_fail(self->ns[i], false);
 		if (!nvme_fault_dir(self->ns[i], dir, sizeof(dir)))
 			fault_attr_set(dir, "probability", "0");
 	}
 	ASSERT_EQ(0, nvme_pci_dev(self->ns[0], nvme_dev, sizeof(nvme_dev)));
-	ASSERT_EQ(0, p2pmem_find(nvme_dev, true, self->provider,
-				 sizeof(self->provider)))
-		TH_LOG("no provider reachable from %s", self->ns[0]);
+	SPIN_NEED(!p2pmem_find(nvme_dev, true, self->provider,
+			       sizeof(self->provider)),
+		  "a provider that %s reaches: none published", self->ns[0]);
+	/* The drive is there: its fault_inject is the kernel's feature. */
+	if (variant->completion) {
+		ASSERT_EQ(0, nvme_fault_dir(self->ns[0], self->inject,
+					    sizeof(self->inject)))
+			TH_LOG("no NVMe fault injection for %s (CONFIG_FAULT_INJECTION_DEBUG_FS)",
+			       self->ns[0]);
+	}
+	md_stop_ours(MD);
+	run_cmd("dmsetup remove --noudevsync " DUST " 2>/dev/null");
 	snprintf(self->failing, sizeof(self->failing), "%s", self->ns[0]);
 	snprintf(self->dev, sizeof(self->dev), "/dev/%s", self->ns[0]);
 
@@ -189,10 +197,7 @@ FIXTURE_SETUP(fault)
 	if (variant->completion) {
 		char path[PATH_MAX + 16], dnr[PATH_MAX + 16];
 
-		ASSERT_EQ(0, nvme_fault_dir(self->ns[0], self->inject,
-					    sizeof(self->inject)))
-			TH_LOG("no NVMe fault injection for %s (CONFIG_FAULT_INJECTION_DEBUG_FS)",
-			       self->ns[0]);
+		/* self->inject: found above */
 		ASSERT_EQ(0, fault_attrs_save(&self->inj, self->inject));
 		snprintf(path, sizeof(path), "%s/status", self->inject);
 		snprintf(dnr, sizeof(dnr), "%s/dont_retry", self->inject);
@@ -577,16 +582,17 @@ FIXTURE_SETUP(wberr)
 
 	ASSERT_EQ(0, access(P2P_ROUTER, F_OK))
 		TH_LOG("no P2P router in this kernel (%s)", P2P_ROUTER);
+	debugfs_mount();
 	ASSERT_EQ(0, access(FAIL_DIR, F_OK))
 		TH_LOG("no %s (CONFIG_FAIL_MAKE_REQUEST)", FAIL_DIR);
-	if (nvme_rig_ns(0, self->ns, sizeof(self->ns)))
-		SKIP(return, "rig NVMe drive 0 not found");
-	if (p2pmem_find_for_ns(self->ns, true, self->provider,
-			       sizeof(self->provider)))
-		SKIP(return, "no provider reachable from %s", self->ns);
+	SPIN_NEED(!nvme_rig_ns(0, self->ns, sizeof(self->ns)),
+		  SPIN_RIG_DRIVE_FMT, 0, 1);
+	SPIN_NEED(!p2pmem_find_for_ns(self->ns, true, self->provider,
+				      sizeof(self->provider)),
+		  "a provider that %s reaches: none published", self->ns);
 	snprintf(path, sizeof(path), "/sys/block/%s/make-it-fail", self->ns);
 	ASSERT_EQ(0, access(path, F_OK));
-	run_cmd("mdadm --stop " MD " 2>/dev/null");
+	md_stop_ours(MD);
 	run_cmd("dmsetup remove --noudevsync " DUST " 2>/dev/null");
 	self->seed = getpid() ^ 0x77beULL << 32;
 	self->unit = variant->large ? WB_LARGE_PAGES : 1;

@@ -50,13 +50,11 @@ FIXTURE_SETUP(hostile)
 	int wfd;
 
 	self->fd = -1;
-	/* What the rig always has: anything missing is a failure. */
-	ASSERT_EQ(0, nvme_rig_ns(2, self->ns, sizeof(self->ns)))
-		TH_LOG("rig NVMe drive 2 not found");
+	SPIN_NEED(!nvme_rig_ns(2, self->ns, sizeof(self->ns)),
+		  SPIN_RIG_DRIVE_FMT, 2, 3);
 	ASSERT_EQ(0, nvme_pci_dev(self->ns, nvme_dev, sizeof(nvme_dev)));
-	ASSERT_EQ(0, p2pmem_find(nvme_dev, true, self->near,
-				 sizeof(self->near)))
-		TH_LOG("no provider reachable from %s", self->ns);
+	SPIN_NEED(!p2pmem_find(nvme_dev, true, self->near, sizeof(self->near)),
+		  "a provider that %s reaches: none published", self->ns);
 	if (p2pmem_find(nvme_dev, false, self->far, sizeof(self->far)))
 		self->far[0] = '\0';
 	ASSERT_EQ(0, mkfs_mount("xfs", self->ns, MNT));
@@ -181,8 +179,8 @@ TEST_F(hostile, two_providers)
 	size_t len = 256 * KiB;
 	int i, round;
 
-	ASSERT_NE(0, self->far[0])
-		TH_LOG("no provider %s cannot reach", self->ns);
+	SPIN_NEED(self->far[0],
+		  "a provider that %s cannot reach: none published", self->ns);
 	far = p2pmem_map(self->far, 2 * len);
 	ASSERT_NE(NULL, far);
 	iov[0] = (struct iovec){ self->dev, len };

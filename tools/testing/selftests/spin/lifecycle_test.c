@@ -67,15 +67,14 @@ FIXTURE_SETUP(lifecycle)
 	int wfd;
 
 	self->fd = -1;
-	/* What the rig always has: anything missing is a failure. */
 	ASSERT_EQ(0, access(P2P_ROUTER "/enabled", F_OK))
 		TH_LOG("no P2P router in this kernel");
-	ASSERT_EQ(0, nvme_rig_ns(2, self->ns, sizeof(self->ns)))
-		TH_LOG("rig NVMe drive 2 not found");
+	SPIN_NEED(!nvme_rig_ns(2, self->ns, sizeof(self->ns)),
+		  SPIN_RIG_DRIVE_FMT, 2, 3);
 	ASSERT_EQ(0, nvme_pci_dev(self->ns, nvme_dev, sizeof(nvme_dev)));
-	ASSERT_EQ(0, p2pmem_find(nvme_dev, true, self->provider,
-				 sizeof(self->provider)))
-		TH_LOG("no provider reachable from %s", self->ns);
+	SPIN_NEED(!p2pmem_find(nvme_dev, true, self->provider,
+			       sizeof(self->provider)),
+		  "a provider that %s reaches: none published", self->ns);
 	slash = strrchr(self->provider, '/');
 	snprintf(self->bdf, sizeof(self->bdf), "%s", slash + 1);
 	self->avail0 = p2pmem_available(self->provider);
@@ -406,6 +405,18 @@ static void provider_back(struct __test_metadata *_metadata,
 }
 
 /*
+ * Whether the provider is bound to p2pmem_bar, the driver the removal
+ * cases unbind and bind again (the rig's always is).
+ */
+static bool on_p2pmem_bar(FIXTURE_DATA(lifecycle) *self)
+{
+	char path[PATH_MAX];
+
+	snprintf(path, sizeof(path), DRIVER "/%s", self->bdf);
+	return !access(path, F_OK);
+}
+
+/*
  * Takes the provider away (@remove: through sysfs, else by unbinding its
  * driver) while a child reads into its memory, checks what the child
  * saw, and brings the provider back; three times, at random moments of a
@@ -670,11 +681,15 @@ TEST_F_TIMEOUT(lifecycle, memcg_limit, 300)
 /* These take the provider away: they come last. */
 TEST_F_TIMEOUT(lifecycle, unbind_during_read, 300)
 {
+	SPIN_NEED(on_p2pmem_bar(self), "the provider %s on p2pmem_bar: "
+		  "it has another driver", self->bdf);
 	provider_goes_away(_metadata, self, false);
 }
 
 TEST_F_TIMEOUT(lifecycle, remove_during_read, 300)
 {
+	SPIN_NEED(on_p2pmem_bar(self), "the provider %s on p2pmem_bar: "
+		  "it has another driver", self->bdf);
 	provider_goes_away(_metadata, self, true);
 }
 
@@ -817,6 +832,8 @@ TEST_F_TIMEOUT(lifecycle, unbind_with_registered_buffer, 600)
 	unsigned char *ram, *rram, *fresh;
 	char path[PATH_MAX];
 
+	SPIN_NEED(on_p2pmem_bar(self), "the provider %s on p2pmem_bar: "
+		  "it has another driver", self->bdf);
 	scratch = open(MNT "/scratch", O_RDWR | O_CREAT | O_TRUNC, 0600);
 	ASSERT_LE(0, scratch);
 	ASSERT_EQ(0, ftruncate(scratch, FILE_SIZE));

@@ -111,49 +111,84 @@ FIXTURE_VARIANT_ADD(lvm, thin) { .type = "thin" };
  */
 static void vg_remove(void)
 {
-	run_cmd("mdadm --stop " MD " 2>/dev/null");
+	md_stop_ours(MD);
 	run_cmd(LVM " vgchange -an " VG " >/dev/null 2>&1");
 	run_cmd(LVM " vgremove -ff -y " VG " >/dev/null 2>&1");
-	run_cmd("dmsetup remove_all --noudevsync 2>/dev/null");
+	dm_remove_spin();
 	run_cmd("rm -rf /dev/" VG);
 }
 
-/* The volume group over the rig drives and SPINFAR0, device memory. */
-static void vg_setup(struct __test_metadata *_metadata,
-		      FIXTURE_DATA(lvm) *self, const char *type)
+/*
+ * What the cases need of the kernel and the guest, a failure if missing
+ * here or anywhere: the P2P router and lvm.  In a fixture's setup, before
+ * VG_NEED(), so that a machine without the drives still checks them.
+ */
+static void vg_tools(struct __test_metadata *_metadata)
 {
-	int i;
-
 	ASSERT_EQ(0, access(P2P_ROUTER, F_OK))
 		TH_LOG("no P2P router in this kernel (%s)", P2P_ROUTER);
 	ASSERT_EQ(0, run_cmd(LVM " version >/dev/null"))
 		TH_LOG("no lvm in the guest");
-	setenv("LVM_SUPPRESS_FD_WARNINGS", "1", 1);
-	run_cmd("mkdir -p /run/lvm /run/lock/lvm");
-	vg_remove();
+}
+
+/*
+ * What vg_setup() builds on, into FIXTURE_DATA(lvm) *@self: the three rig
+ * drives, SPINFAR0 and a provider the first drive reaches.  SPINFAR0 is
+ * needed with @need_far, and in strict mode (the rig has it, and every
+ * VG is made over it as before); elsewhere, without @need_far, it is ""
+ * if there is none, and the VG has three PVs (no LV of those cases is on
+ * it).  A macro, for SPIN_NEED(): in a fixture's setup, after
+ * vg_tools(), before vg_setup().
+ */
+#define VG_NEED(self, need_far) do {					\
+	int __i;							\
+									\
+	for (__i = 0; __i < 3; __i++)					\
+		SPIN_NEED(!nvme_rig_ns(__i, (self)->ns[__i],		\
+				       sizeof((self)->ns[__i])),	\
+			  SPIN_RIG_DRIVE_FMT, __i, 3);			\
+	if (nvme_serial_ns(FAR_SERIAL, (self)->far, sizeof((self)->far))) \
+		(self)->far[0] = '\0';					\
+	if ((need_far) || spin_strict())				\
+		SPIN_NEED((self)->far[0], "the drive outside the switch " \
+			  "(serial " FAR_SERIAL "0): not found");	\
+	SPIN_NEED(!p2pmem_find_for_ns((self)->ns[0], true,		\
+				      (self)->provider,			\
+				      sizeof((self)->provider)),	\
+		  "a provider that %s reaches: none published",		\
+		  (self)->ns[0]);					\
+} while (0)
+
+/*
+ * The volume group over the rig drives and SPINFAR0 (if VG_NEED() found
+ * it), device memory.
+ */
+static void vg_setup(struct __test_metadata *_metadata,
+		     FIXTURE_DATA(lvm) *self, const char *type)
+{
+	char all[sizeof(self->pvs) + NAME_MAX + 8];
+	int i;
+
+	/* vg_tools() checked the router and lvm. */
 	self->pvs[0] = '\0';
-	for (i = 0; i < 3; i++) {
-		ASSERT_EQ(0, nvme_rig_ns(i, self->ns[i], sizeof(self->ns[i])))
-			TH_LOG("rig NVMe drive %d not found", i);
+	for (i = 0; i < 3; i++)
 		xsnprintf(self->pvs + strlen(self->pvs),
 			  sizeof(self->pvs) - strlen(self->pvs), " /dev/%s",
 			  self->ns[i]);
-	}
-	ASSERT_EQ(0, nvme_serial_ns(FAR_SERIAL, self->far, sizeof(self->far)));
-	ASSERT_EQ(0, p2pmem_find_for_ns(self->ns[0], true, self->provider,
-					sizeof(self->provider)))
-		TH_LOG("no provider reachable from %s", self->ns[0]);
+	setenv("LVM_SUPPRESS_FD_WARNINGS", "1", 1);
+	run_cmd("mkdir -p /run/lvm /run/lock/lvm");
+	vg_remove();
 	ASSERT_EQ(0, sysfs_write(P2P_ROUTER "/enabled", "1"));
 	self->seed = getpid() ^ 0x17a5ULL << 36;
 	TH_LOG("%s, seed %llu", type, (unsigned long long)self->seed);
 
+	xsnprintf(all, sizeof(all), "%s%s%s", self->pvs,
+		  self->far[0] ? " /dev/" : "", self->far);
 	/* md arrays of earlier tests leave superblocks lvm will not touch. */
-	run_cmdf("mdadm --zero-superblock%s /dev/%s 2>/dev/null", self->pvs,
-		 self->far);
-	ASSERT_EQ(0, run_cmdf(LVM " pvcreate -ff -y -q%s /dev/%s >/dev/null",
-			      self->pvs, self->far));
-	ASSERT_EQ(0, run_cmdf(LVM " vgcreate -q -s 4m " VG "%s /dev/%s >/dev/null",
-			      self->pvs, self->far));
+	run_cmdf("mdadm --zero-superblock%s 2>/dev/null", all);
+	ASSERT_EQ(0, run_cmdf(LVM " pvcreate -ff -y -q%s >/dev/null", all));
+	ASSERT_EQ(0, run_cmdf(LVM " vgcreate -q -s 4m " VG "%s >/dev/null",
+			      all));
 	self->vg = true;
 
 	self->dev = p2pmem_map(self->provider, DEV_LEN);
@@ -176,6 +211,8 @@ static void vg_free(FIXTURE_DATA(lvm) *self)
 FIXTURE_SETUP(lvm)
 {
 	router_learned_reset();	/* each case starts from defaults */
+	vg_tools(_metadata);
+	VG_NEED(self, false);
 	vg_setup(_metadata, self, variant->type);
 }
 
@@ -522,6 +559,8 @@ FIXTURE(far) {
 FIXTURE_SETUP(far)
 {
 	router_learned_reset();	/* each case starts from defaults */
+	vg_tools(_metadata);
+	VG_NEED(&self->l, true);
 	vg_setup(_metadata, &self->l, "raid1 with a far leg");
 }
 
@@ -642,9 +681,12 @@ FIXTURE(repair) {
 FIXTURE_SETUP(repair)
 {
 	router_learned_reset();	/* each case starts from defaults */
-	vg_setup(_metadata, &self->l, "raid1 leg failed and repaired");
+	vg_tools(_metadata);
+	debugfs_mount();
 	ASSERT_EQ(0, access(FAIL_DIR, F_OK))
 		TH_LOG("no %s (CONFIG_FAIL_MAKE_REQUEST)", FAIL_DIR);
+	VG_NEED(&self->l, false);
+	vg_setup(_metadata, &self->l, "raid1 leg failed and repaired");
 	ASSERT_EQ(0, fault_attrs_save(&self->fa, FAIL_DIR));
 }
 

@@ -181,18 +181,19 @@ FIXTURE_SETUP(model)
 	ASSERT_EQ(0, access(P2P_LEARN, F_OK))
 		TH_LOG("no learned model in this kernel (%s)", P2P_LEARN);
 	for (d = 0; d < 2; d++) {
-		ASSERT_EQ(0, nvme_rig_ns(d, self->ns[d], sizeof(self->ns[d])))
-			TH_LOG("rig NVMe drive %d not found", d);
+		SPIN_NEED(!nvme_rig_ns(d, self->ns[d], sizeof(self->ns[d])),
+			  SPIN_RIG_DRIVE_FMT, d, 2);
 		snprintf(self->queue[d], sizeof(self->queue[d]),
 			 "/sys/block/%s/queue", self->ns[d]);
 	}
 	ASSERT_EQ(0, nvme_pci_dev(self->ns[0], nvme_dev, sizeof(nvme_dev)));
-	ASSERT_EQ(0, p2pmem_find(nvme_dev, true, self->provider,
-				 sizeof(self->provider)))
-		TH_LOG("no provider reachable from %s", self->ns[0]);
+	SPIN_NEED(!p2pmem_find(nvme_dev, true, self->provider,
+			       sizeof(self->provider)),
+		  "a provider that %s reaches: none published", self->ns[0]);
 	ASSERT_EQ(0, nvme_pci_dev(self->ns[1], nvme_dev, sizeof(nvme_dev)));
-	ASSERT_TRUE(pci_share_switch(self->provider, nvme_dev))
-		TH_LOG("%s cannot reach %s", self->provider, self->ns[1]);
+	SPIN_NEED(pci_share_switch(self->provider, nvme_dev),
+		  "a provider that %s and %s reach: %s does not reach %s",
+		  self->ns[0], self->ns[1], self->ns[1], self->provider);
 
 	self->seed = getpid() ^ 0x6d6f64656cULL;
 	for (d = 0; d < 2; d++) {

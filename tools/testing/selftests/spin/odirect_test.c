@@ -39,8 +39,8 @@ FIXTURE_SETUP(odirect)
 
 	router_learned_reset();	/* each case starts from defaults */
 	self->fd = self->ref_fd = -1;
-	ASSERT_EQ(0, nvme_rig_ns(variant->nvme, self->ns, sizeof(self->ns)))
-		TH_LOG("rig NVMe drive %d not found", variant->nvme);
+	SPIN_NEED(!nvme_rig_ns(variant->nvme, self->ns, sizeof(self->ns)),
+		  SPIN_RIG_DRIVE_FMT, variant->nvme, variant->nvme + 1);
 	ASSERT_EQ(0, nvme_pci_dev(self->ns, self->nvme_dev,
 				  sizeof(self->nvme_dev)));
 	self->seed = getpid() ^ (uint64_t)variant->nvme << 32;
@@ -117,9 +117,9 @@ TEST_F_TIMEOUT(odirect, p2p_read, 180)
 	char provider[SYSFS_LEN];
 	unsigned int i;
 
-	ASSERT_EQ(0, p2pmem_find(self->nvme_dev, true, provider,
-				 sizeof(provider)))
-		TH_LOG("no provider reachable from %s", self->ns);
+	SPIN_NEED(!p2pmem_find(self->nvme_dev, true, provider,
+			       sizeof(provider)),
+		  "a provider that %s reaches: none published", self->ns);
 	dev = p2pmem_map(provider, MAP_LEN);
 	ASSERT_NE(NULL, dev);
 	ref = malloc(MAP_LEN);
@@ -157,9 +157,9 @@ TEST_F_TIMEOUT(odirect, p2p_read_eof, 180)
 	ssize_t n;
 	int wfd;
 
-	ASSERT_EQ(0, p2pmem_find(self->nvme_dev, true, provider,
-				 sizeof(provider)))
-		TH_LOG("no provider reachable from %s", self->ns);
+	SPIN_NEED(!p2pmem_find(self->nvme_dev, true, provider,
+			       sizeof(provider)),
+		  "a provider that %s reaches: none published", self->ns);
 	dev = p2pmem_map(provider, len);
 	ASSERT_NE(NULL, dev);
 	ref = malloc(len);
@@ -205,9 +205,9 @@ TEST_F_TIMEOUT(odirect, buffered_read, 180)
 	off_t off = 1234567;
 	ssize_t n;
 
-	ASSERT_EQ(0, p2pmem_find(self->nvme_dev, true, provider,
-				 sizeof(provider)))
-		TH_LOG("no provider reachable from %s", self->ns);
+	SPIN_NEED(!p2pmem_find(self->nvme_dev, true, provider,
+			       sizeof(provider)),
+		  "a provider that %s reaches: none published", self->ns);
 	dev = p2pmem_map(provider, MAP_LEN);
 	ASSERT_NE(NULL, dev);
 	ref = malloc(len);
@@ -235,9 +235,9 @@ TEST_F_TIMEOUT(odirect, unreachable_odirect, 180)
 	size_t len = 1 * MiB;
 	ssize_t n;
 
-	ASSERT_EQ(0, p2pmem_find(self->nvme_dev, false, provider,
-				 sizeof(provider)))
-		TH_LOG("no provider that %s cannot reach", self->ns);
+	SPIN_NEED(!p2pmem_find(self->nvme_dev, false, provider,
+			       sizeof(provider)),
+		  "a provider that %s cannot reach: none published", self->ns);
 	TH_LOG("unreachable provider %s", provider);
 	dev = p2pmem_map(provider, len);
 	ASSERT_NE(NULL, dev);
@@ -264,9 +264,9 @@ TEST_F_TIMEOUT(odirect, unreachable_buffered, 180)
 	size_t len = 2 * MiB + 5;
 	ssize_t n;
 
-	ASSERT_EQ(0, p2pmem_find(self->nvme_dev, false, provider,
-				 sizeof(provider)))
-		TH_LOG("no provider that %s cannot reach", self->ns);
+	SPIN_NEED(!p2pmem_find(self->nvme_dev, false, provider,
+			       sizeof(provider)),
+		  "a provider that %s cannot reach: none published", self->ns);
 	dev = p2pmem_map(provider, MAP_LEN);
 	ASSERT_NE(NULL, dev);
 	ref = malloc(len);
@@ -294,9 +294,9 @@ TEST_F_TIMEOUT(odirect, pread_bypasses_page_cache, 180)
 	size_t len = 8 * MiB, pages = len / 4096, i, resident = 0;
 	void *map;
 
-	ASSERT_EQ(0, p2pmem_find(self->nvme_dev, true, provider,
-				 sizeof(provider)))
-		TH_LOG("no provider reachable from %s", self->ns);
+	SPIN_NEED(!p2pmem_find(self->nvme_dev, true, provider,
+			       sizeof(provider)),
+		  "a provider that %s reaches: none published", self->ns);
 	dev = p2pmem_map(provider, len);
 	ASSERT_NE(NULL, dev);
 	ref = malloc(len);
@@ -339,9 +339,9 @@ TEST_F_TIMEOUT(odirect, copied_then_written, 180)
 	long long copied;
 	int wfd;
 
-	ASSERT_EQ(0, p2pmem_find(self->nvme_dev, true, provider,
-				 sizeof(provider)))
-		TH_LOG("no provider reachable from %s", self->ns);
+	SPIN_NEED(!p2pmem_find(self->nvme_dev, true, provider,
+			       sizeof(provider)),
+		  "a provider that %s reaches: none published", self->ns);
 	dev = p2pmem_map(provider, MAP_LEN);
 	ASSERT_NE(NULL, dev);
 	ref = malloc(len + shift);

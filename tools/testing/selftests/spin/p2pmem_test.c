@@ -15,9 +15,8 @@ FIXTURE(provider) {
 
 FIXTURE_SETUP(provider)
 {
-	/* The rig always publishes one: none is a failure, not a skip. */
-	ASSERT_EQ(0, p2pmem_find(NULL, true, self->dev, sizeof(self->dev)))
-		TH_LOG("no published P2PDMA provider");
+	SPIN_NEED(!p2pmem_find(NULL, true, self->dev, sizeof(self->dev)),
+		  "a published P2PDMA provider: none found");
 	snprintf(self->alloc, sizeof(self->alloc), "%s/p2pmem/allocate",
 		 self->dev);
 	TH_LOG("provider %s", self->dev);
@@ -144,7 +143,7 @@ TEST_F(provider, mappings_do_not_alias)
  * register BAR (non-prefetchable memory) is refused, and so is a bind
  * through driver_override with no BAR named.  The rig's AHCI controller
  * (no disks behind it) lends its register BAR for this, and gets its own
- * driver back afterwards.
+ * driver back afterwards.  One with a disk behind it is never taken.
  */
 #define P2PMEM_BAR_DRV	"/sys/bus/pci/drivers/p2pmem_bar"
 #define P2PMEM_BAR_PARM	"/sys/module/p2pmem_bar/parameters/bar"
@@ -158,6 +157,36 @@ FIXTURE(register_bar) {
 	char orig[64];		/* the driver it had, "" if none */
 	int bar;
 };
+
+/*
+ * Whether a block device sits below the PCI device @dev: a controller
+ * with a disk (or a CD) behind it is never lent to a test, so that the
+ * tests do not take a disk away from a machine that is not the rig.
+ */
+static bool disk_below(const char *dev)
+{
+	char top[PATH_MAX], path[PATH_MAX], blk[PATH_MAX];
+	struct dirent *de;
+	bool found = false;
+	size_t n;
+	DIR *d;
+
+	if (!realpath(dev, top))
+		return true;
+	n = strlen(top);
+	d = opendir("/sys/block");
+	if (!d)
+		return true;
+	while (!found && (de = readdir(d))) {
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/sys/block/%s", de->d_name);
+		found = realpath(path, blk) && !strncmp(blk, top, n) &&
+			blk[n] == '/';
+	}
+	closedir(d);
+	return found;
+}
 
 /* The first BAR of @dev that is non-prefetchable memory, or -1. */
 static int register_bar_of(const char *dev)
@@ -207,7 +236,7 @@ FIXTURE_SETUP(register_bar)
 		snprintf(path, sizeof(path), "%s/class", self->dev);
 		/* AHCI: class 0x010601 */
 		if (sysfs_read(path, cls, sizeof(cls)) ||
-		    strcmp(cls, "0x010601"))
+		    strcmp(cls, "0x010601") || disk_below(self->dev))
 			continue;
 		self->bar = register_bar_of(self->dev);
 		if (self->bar >= 0) {
@@ -217,7 +246,8 @@ FIXTURE_SETUP(register_bar)
 		}
 	}
 	closedir(d);
-	ASSERT_LE(0, self->bar) TH_LOG("no AHCI controller with a register BAR");
+	SPIN_NEED(self->bar >= 0,
+		  "an AHCI controller with a register BAR and no disk: none");
 
 	snprintf(path, sizeof(path), "%s/driver", self->dev);
 	n = readlink(path, link, sizeof(link) - 1);
@@ -363,6 +393,9 @@ TEST_F(provider, write_combining)
 {
 	unsigned long long start, end;
 
+	debugfs_mount();
+	ASSERT_EQ(0, access(PAT_LIST, R_OK))
+		TH_LOG("no %s (CONFIG_X86_PAT, debugfs)", PAT_LIST);
 	EXPECT_EQ(1, write_combining(self->dev));
 	ASSERT_EQ(0, published_bar(self->dev, &start, &end));
 	TH_LOG("BAR %#llx-%#llx", start, end);
@@ -375,6 +408,23 @@ TEST_F(provider, write_combining)
  * device other than the rig's main provider is bound so, both ways, and
  * given back to p2pmem_bar as it was.
  */
+/*
+ * Whether PCI device @bdf is an ivshmem (1af4:1110): only one is rebound,
+ * never a device that was bound to p2pmem_bar through driver_override.
+ */
+static bool is_ivshmem(const char *bdf)
+{
+	char path[PATH_MAX], vendor[16], device[16];
+
+	snprintf(path, sizeof(path), PCI_DEVICES "/%s/vendor", bdf);
+	if (sysfs_read(path, vendor, sizeof(vendor)))
+		return false;
+	snprintf(path, sizeof(path), PCI_DEVICES "/%s/device", bdf);
+	if (sysfs_read(path, device, sizeof(device)))
+		return false;
+	return !strcmp(vendor, "0x1af4") && !strcmp(device, "0x1110");
+}
+
 FIXTURE(named_bar) {
 	char bdf[NAME_MAX + 1];
 	char dev[SYSFS_LEN];
@@ -387,17 +437,19 @@ FIXTURE_SETUP(named_bar)
 	DIR *d;
 
 	self->bdf[0] = '\0';
-	ASSERT_EQ(0, p2pmem_find(NULL, true, main_dev, sizeof(main_dev)));
+	SPIN_NEED(!p2pmem_find(NULL, true, main_dev, sizeof(main_dev)),
+		  "a published P2PDMA provider: none found");
 	d = opendir(P2PMEM_BAR_DRV);
 	ASSERT_NE(NULL, d);
 	while ((de = readdir(d)))
-		if (strchr(de->d_name, ':') && !strstr(main_dev, de->d_name)) {
+		if (strchr(de->d_name, ':') && !strstr(main_dev, de->d_name) &&
+		    is_ivshmem(de->d_name)) {
 			snprintf(self->bdf, sizeof(self->bdf), "%s",
 				 de->d_name);
 			break;
 		}
 	closedir(d);
-	ASSERT_NE(0, self->bdf[0]) TH_LOG("no second device on p2pmem_bar");
+	SPIN_NEED(self->bdf[0], "a second ivshmem bound to p2pmem_bar: none");
 	snprintf(self->dev, sizeof(self->dev), "%s/%s", PCI_DEVICES,
 		 self->bdf);
 	TH_LOG("%s", self->bdf);
@@ -425,6 +477,9 @@ TEST_F(named_bar, write_combining_opt_in)
 	char path[PATH_MAX];
 	int round;
 
+	debugfs_mount();
+	ASSERT_EQ(0, access(PAT_LIST, R_OK))
+		TH_LOG("no %s (CONFIG_X86_PAT, debugfs)", PAT_LIST);
 	ASSERT_EQ(1, write_combining(self->dev));
 	ASSERT_EQ(0, sysfs_write(P2PMEM_BAR_DRV "/unbind", self->bdf));
 	snprintf(path, sizeof(path), "%s/driver_override", self->dev);
@@ -459,10 +514,10 @@ TEST(copy_then_dma_from_device_memory)
 	long long copied;
 	int fd, out;
 
-	ASSERT_EQ(0, nvme_rig_ns(0, ns, sizeof(ns))) TH_LOG("rig drive 0");
+	SPIN_NEED(!nvme_rig_ns(0, ns, sizeof(ns)), SPIN_RIG_DRIVE_FMT, 0, 1);
 	ASSERT_EQ(0, nvme_pci_dev(ns, nvme_dev, sizeof(nvme_dev)));
-	ASSERT_EQ(0, p2pmem_find(nvme_dev, true, provider, sizeof(provider)))
-		TH_LOG("no provider reachable from %s", ns);
+	SPIN_NEED(!p2pmem_find(nvme_dev, true, provider, sizeof(provider)),
+		  "a provider that %s reaches: none published", ns);
 	ASSERT_EQ(0, mkfs_mount("xfs", ns, WC_MNT));
 	ref = malloc(WC_LEN);
 	ASSERT_NE(NULL, ref);

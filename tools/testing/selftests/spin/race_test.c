@@ -90,7 +90,9 @@
  * is not asked for here: md raid1 keeps no stable pages, so the mmap
  * stores of the race may legitimately leave the legs different; the
  * mirror tests of stack_test run it.)  A
- * missing router, drive, provider or md flag is a failure, never a skip.
+ * missing router, md flag or test_p2pdma driver is a failure, never a
+ * skip; a missing drive, provider or "gpu" memory (a device bound to
+ * test_p2pdma) fails on the rig and skips elsewhere (SPIN_NEED()).
  *
  * $SPIN_RACE_SECS bounds the racing per variant (default 12 s, so that
  * the variants with their set-up and final checks stay well under
@@ -109,6 +111,8 @@
 #include "spin_util.h"
 #include "../kselftest_harness.h"
 #include "../../../../lib/test_p2pdma_uapi.h"
+
+#define GPU_DEV		"/dev/test_p2pdma"
 
 #define P2P_ENABLED	P2P_ROUTER "/enabled"
 #define P2P_COPY_MBPS	P2P_ROUTER "/copy_mbps"
@@ -1390,25 +1394,31 @@ FIXTURE_SETUP(race)
 	int i;
 
 	router_learned_reset();	/* each case starts from defaults */
-	/* What the rig always has: anything missing is a failure. */
 	ASSERT_EQ(0, access(P2P_ROUTER "/stats/p2p_write_bytes", F_OK))
 		TH_LOG("no P2P router in this kernel (%s)", P2P_ROUTER);
-	/* What an earlier test that failed may have left on the drives. */
-	umount2(MNT, MNT_DETACH);
-	if (!access("/sys/block/md0", F_OK))
-		run_cmd("mdadm --stop " MD " 2>/dev/null");
-	run_cmd("dmsetup remove_all --noudevsync 2>/dev/null");
-	for (i = 0; i < variant->members; i++) {
-		ASSERT_EQ(0, nvme_rig_ns(variant->nvme + i, self->ns[i],
-					 sizeof(self->ns[i])))
-			TH_LOG("rig NVMe drive %d not found",
-			       variant->nvme + i);
+	if (variant->shapes) {
+		ASSERT_EQ(0, test_p2pdma_driver())
+			TH_LOG("no %s (CONFIG_TEST_P2PDMA)", TEST_P2PDMA_DRV);
 	}
+	for (i = 0; i < variant->members; i++)
+		SPIN_NEED(!nvme_rig_ns(variant->nvme + i, self->ns[i],
+				       sizeof(self->ns[i])),
+			  SPIN_RIG_DRIVE_FMT, variant->nvme + i,
+			  variant->nvme + variant->members);
 	ASSERT_EQ(0, nvme_pci_dev(self->ns[0], self->nvme_dev,
 				  sizeof(self->nvme_dev)));
-	ASSERT_EQ(0, p2pmem_find(self->nvme_dev, true, self->provider,
-				 sizeof(self->provider)))
-		TH_LOG("no provider reachable from %s", self->ns[0]);
+	SPIN_NEED(!p2pmem_find(self->nvme_dev, true, self->provider,
+			       sizeof(self->provider)),
+		  "a provider that %s reaches: none published", self->ns[0]);
+	/* Its DEV_READER reads through test_p2pdma, which makes the node. */
+	if (variant->shapes)
+		SPIN_NEED(!access(GPU_DEV, F_OK),
+			  "the \"gpu\" memory (a device bound to test_p2pdma): no %s",
+			  GPU_DEV);
+	/* What an earlier test that failed may have left on the drives. */
+	umount2(MNT, MNT_DETACH);
+	md_stop_ours(MD);
+	dm_remove_spin();
 	snprintf(self->blk, sizeof(self->blk), "%s", self->ns[0]);
 
 	if (variant->members > 1) {
@@ -1562,9 +1572,9 @@ TEST_F_TIMEOUT(race, same_words, 300)
 		if (variant->shapes && w->role == DEV_READER) {
 			uint64_t size = SLICE;
 
-			w->gpu_fd = open("/dev/test_p2pdma", O_RDWR);
+			w->gpu_fd = open(GPU_DEV, O_RDWR);
 			ASSERT_LE(0, w->gpu_fd)
-				TH_LOG("/dev/test_p2pdma: %s", strerror(errno));
+				TH_LOG("%s: %s", GPU_DEV, strerror(errno));
 			ASSERT_EQ(0, ioctl(w->gpu_fd, TEST_P2PDMA_ALLOC, &size));
 			w->dev = mmap(NULL, SLICE, PROT_READ | PROT_WRITE,
 				      MAP_SHARED, w->gpu_fd, 0);

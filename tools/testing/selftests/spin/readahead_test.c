@@ -269,11 +269,11 @@ FIXTURE_SETUP(readahead)
 		ASSERT_EQ(0, access(LRU_GEN, F_OK))
 			TH_LOG("no MGLRU in this kernel (%s)", LRU_GEN);
 	}
-	if (nvme_rig_ns(variant->nvme, self->ns, sizeof(self->ns)))
-		SKIP(return, "rig NVMe drive %d not found", variant->nvme);
-	if (p2pmem_find_for_ns(self->ns, true, self->provider,
-			       sizeof(self->provider)))
-		SKIP(return, "no provider reachable from %s", self->ns);
+	SPIN_NEED(!nvme_rig_ns(variant->nvme, self->ns, sizeof(self->ns)),
+		  SPIN_RIG_DRIVE_FMT, variant->nvme, variant->nvme + 1);
+	SPIN_NEED(!p2pmem_find_for_ns(self->ns, true, self->provider,
+				      sizeof(self->provider)),
+		  "a provider that %s reaches: none published", self->ns);
 	snprintf(self->bdi_ra, sizeof(self->bdi_ra),
 		 "/sys/block/%s/queue/read_ahead_kb", self->ns);
 	ASSERT_EQ(0, access(self->bdi_ra, F_OK));

@@ -51,8 +51,7 @@
 #include "spin_util.h"
 #include "../kselftest_harness.h"
 
-#define CONFIGFS	"/sys/kernel/config"
-#define NVMET		CONFIGFS "/nvmet"
+#define NVMET		CONFIGFS "/nvmet"	/* CONFIGFS: spin_util.h */
 /* One subsystem and one port, made and removed by every case. */
 #define NQN		"nqn.2014-08.org.spin-rig:remote"
 #define SUBSYS		NVMET "/subsystems/" NQN
@@ -217,11 +216,18 @@ static int loopback_up(void)
 	return ret;
 }
 
-/* configfs, mounted where nvmet expects it; 0 when nvmet is there. */
+/*
+ * nvmet (CONFIG_NVME_TARGET) and the fabrics host's transports, loaded if
+ * they are modules (a host kernel's are: nvmet, nvme-loop, nvmet-tcp,
+ * nvme-tcp, which bring in nvme-fabrics and its /dev/nvme-fabrics), and
+ * configfs mounted where nvmet expects it, if it is not.  0 when nvmet is
+ * there; the cases assert it, a kernel feature.
+ */
 static int nvmet_configfs(void)
 {
 	if (access(NVMET, F_OK))
-		mount("none", CONFIGFS, "configfs", 0, NULL);
+		run_cmd("modprobe -a nvmet nvme-loop nvmet-tcp nvme-tcp 2>/dev/null");
+	mount_once("configfs", CONFIGFS, CONFIGFS_MAGIC_NR);
 	return access(NVMET, F_OK) ? -ENOENT : 0;
 }
 
@@ -636,24 +642,26 @@ FIXTURE_SETUP(remote)
 	ASSERT_EQ(0, access(P2P_ROUTER "/stats/fallback_no_p2p_queue", F_OK))
 		TH_LOG("no P2P router in this kernel (%s)", P2P_ROUTER);
 	ASSERT_EQ(0, nvmet_configfs())
-		TH_LOG("no %s: nvmet or configfs not in this kernel", NVMET);
+		TH_LOG("no %s: nvmet or configfs not in this kernel (CONFIG_NVME_TARGET)",
+		       NVMET);
 	ASSERT_EQ(0, access(FABRICS_DEV, F_OK))
-		TH_LOG("no %s: NVMe over Fabrics host not in this kernel",
+		TH_LOG("no %s: NVMe over Fabrics host not in this kernel (CONFIG_NVME_FABRICS)",
 		       FABRICS_DEV);
-	ASSERT_EQ(0, nvme_rig_ns(0, self->rig0, sizeof(self->rig0)))
-		TH_LOG("rig NVMe drive 0 not found");
-	ASSERT_EQ(0, nvme_rig_ns(2, self->backing, sizeof(self->backing)))
-		TH_LOG("rig NVMe drive 2 not found");
-	ASSERT_EQ(0, p2pmem_find_for_ns(self->rig0, true, self->provider,
-					sizeof(self->provider)))
-		TH_LOG("no provider reachable from %s", self->rig0);
+	SPIN_NEED(!nvme_rig_ns(0, self->rig0, sizeof(self->rig0)),
+		  SPIN_RIG_DRIVE_FMT, 0, 3);
+	SPIN_NEED(!nvme_rig_ns(2, self->backing, sizeof(self->backing)),
+		  SPIN_RIG_DRIVE_FMT, 2, 3);
+	SPIN_NEED(!p2pmem_find_for_ns(self->rig0, true, self->provider,
+				      sizeof(self->provider)),
+		  "a provider that %s reaches: none published", self->rig0);
 	/*
 	 * The premise: the drive behind the namespace could DMA into the
 	 * memory itself; only the fabric in between cannot.
 	 */
 	ASSERT_EQ(0, nvme_pci_dev(self->backing, pci, sizeof(pci)));
-	ASSERT_TRUE(pci_share_switch(self->provider, pci))
-		TH_LOG("%s does not reach %s", self->backing, self->provider);
+	SPIN_NEED(pci_share_switch(self->provider, pci),
+		  "a provider that %s and %s reach: %s does not reach %s",
+		  self->rig0, self->backing, self->backing, self->provider);
 	ASSERT_EQ(1, queue_p2p(self->backing));
 
 	if (variant->p2pmem == P2PMEM_PROVIDER)
@@ -1029,22 +1037,28 @@ FIXTURE_SETUP(nvmet_p2pmem)
 	ASSERT_EQ(0, remote_cleanup())
 		TH_LOG("an earlier case left %s or %s behind", SUBSYS, PORT);
 	ASSERT_EQ(0, nvmet_configfs())
-		TH_LOG("no %s: nvmet or configfs not in this kernel", NVMET);
-	ASSERT_EQ(0, nvme_rig_ns(0, self->rig0, sizeof(self->rig0)))
-		TH_LOG("rig NVMe drive 0 not found");
-	ASSERT_EQ(0, nvme_rig_ns(2, self->backing, sizeof(self->backing)))
-		TH_LOG("rig NVMe drive 2 not found");
+		TH_LOG("no %s: nvmet or configfs not in this kernel (CONFIG_NVME_TARGET)",
+		       NVMET);
+	SPIN_NEED(!nvme_rig_ns(0, self->rig0, sizeof(self->rig0)),
+		  SPIN_RIG_DRIVE_FMT, 0, 3);
+	SPIN_NEED(!nvme_rig_ns(2, self->backing, sizeof(self->backing)),
+		  SPIN_RIG_DRIVE_FMT, 2, 3);
 	snprintf(self->backing_dev, sizeof(self->backing_dev), "/dev/%s",
 		 self->backing);
-	ASSERT_EQ(0, p2pmem_find_for_ns(self->rig0, true, self->near,
-					sizeof(self->near)))
-		TH_LOG("no provider reachable from %s", self->rig0);
-	ASSERT_EQ(0, p2pmem_find_for_ns(self->rig0, false, self->far,
-					sizeof(self->far)))
-		TH_LOG("no provider that %s cannot reach", self->rig0);
+	SPIN_NEED(!p2pmem_find_for_ns(self->rig0, true, self->near,
+				      sizeof(self->near)),
+		  "a provider that %s reaches: none published", self->rig0);
+	SPIN_NEED(!p2pmem_find_for_ns(self->rig0, false, self->far,
+				      sizeof(self->far)),
+		  "a provider that %s cannot reach: none published",
+		  self->rig0);
 	ASSERT_EQ(0, nvme_pci_dev(self->backing, pci, sizeof(pci)));
-	ASSERT_TRUE(pci_share_switch(self->near, pci));
-	ASSERT_FALSE(pci_share_switch(self->far, pci));
+	SPIN_NEED(pci_share_switch(self->near, pci),
+		  "a provider that %s and %s reach: %s does not reach %s",
+		  self->rig0, self->backing, self->backing, self->near);
+	SPIN_NEED(!pci_share_switch(self->far, pci),
+		  "a provider that %s and %s cannot reach: %s reaches %s",
+		  self->rig0, self->backing, self->backing, self->far);
 	ASSERT_EQ(1, queue_p2p(self->backing));
 	self->kmsg = kmsg_open();
 	ASSERT_LE(0, self->kmsg);

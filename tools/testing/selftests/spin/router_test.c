@@ -143,8 +143,7 @@ static int knobs_default(void)
 static void router_cleanup(void)
 {
 	umount2(MNT, MNT_DETACH);
-	if (!access("/sys/block/md0", F_OK))
-		run_cmd("mdadm --stop " MD " 2>/dev/null");
+	md_stop_ours(MD);
 }
 
 FIXTURE(router) {
@@ -185,24 +184,24 @@ FIXTURE_SETUP(router)
 	int i, wfd, ret;
 
 	self->fd = self->ref_fd = -1;
-	/* What the rig always has: anything missing is a failure. */
 	ASSERT_EQ(0, access(P2P_ROUTER, F_OK))
 		TH_LOG("no P2P router in this kernel (%s)", P2P_ROUTER);
 	ASSERT_TRUE(stats_readable());
 	for (i = 0; i < variant->members; i++) {
 		size_t l = strlen(members);
 
-		ASSERT_EQ(0, nvme_rig_ns(variant->nvme + i, self->ns[i],
-					 sizeof(self->ns[i])))
-			TH_LOG("rig NVMe drive %d not found", variant->nvme + i);
+		SPIN_NEED(!nvme_rig_ns(variant->nvme + i, self->ns[i],
+				       sizeof(self->ns[i])),
+			  SPIN_RIG_DRIVE_FMT, variant->nvme + i,
+			  variant->nvme + variant->members);
 		xsnprintf(members + l, sizeof(members) - l, " /dev/%s",
 			  self->ns[i]);
 	}
 	ASSERT_EQ(0, nvme_pci_dev(self->ns[0], self->nvme_dev,
 				  sizeof(self->nvme_dev)));
-	ASSERT_EQ(0, p2pmem_find(self->nvme_dev, true, self->provider,
-				 sizeof(self->provider)))
-		TH_LOG("no provider reachable from %s", self->ns[0]);
+	SPIN_NEED(!p2pmem_find(self->nvme_dev, true, self->provider,
+			       sizeof(self->provider)),
+		  "a provider that %s reaches: none published", self->ns[0]);
 	self->seed = getpid() ^ (uint64_t)variant->nvme << 32 ^
 		     (uint64_t)variant->members << 40;
 	self->size = FILE_SIZE;
@@ -711,9 +710,10 @@ TEST_F_TIMEOUT(router, unreachable, 180)
 	struct router_stats before, d;
 	unsigned char *far;
 
-	ASSERT_EQ(0, p2pmem_find(self->nvme_dev, false, provider,
-				 sizeof(provider)))
-		TH_LOG("no provider that %s cannot reach", self->ns[0]);
+	SPIN_NEED(!p2pmem_find(self->nvme_dev, false, provider,
+			       sizeof(provider)),
+		  "a provider that %s cannot reach: none published",
+		  self->ns[0]);
 	TH_LOG("unreachable provider %s", provider);
 	far = p2pmem_map(provider, len);
 	ASSERT_NE(NULL, far);
@@ -1051,6 +1051,7 @@ TEST_F_TIMEOUT(router, p2p_write_append_dsync, 180)
  * Device memory the way a GPU driver hands it out (lib/test_p2pdma.c).
  */
 #define GPU_DEV		"/dev/test_p2pdma"
+#define GPU_DRV		TEST_P2PDMA_DRV	/* spin_util.h */
 #define GPU_LEN		(16 * MiB)
 
 /* The driver's device memory: an open file with GPU_LEN of it, mapped. */
@@ -1058,6 +1059,21 @@ struct gpu {
 	int fd;
 	unsigned char *map;
 };
+
+/*
+ * The driver's device memory is there: the driver (CONFIG_TEST_P2PDMA, a
+ * kernel feature: asserted, after a modprobe), and a device (the rig's
+ * 128 MiB "gpu" ivshmem, which scripts/guest-init binds) bound to it,
+ * which then makes GPU_DEV (rig hardware: SPIN_NEED()).  In a case's
+ * body, before it opens GPU_DEV.
+ */
+#define GPU_NEED() do {							\
+	ASSERT_EQ(0, test_p2pdma_driver())				\
+		TH_LOG("no %s (CONFIG_TEST_P2PDMA)", GPU_DRV);		\
+	SPIN_NEED(!access(GPU_DEV, F_OK),				\
+		  "the \"gpu\" memory (a device bound to test_p2pdma): no %s", \
+		  GPU_DEV);						\
+} while (0)
 
 /*
  * Open the driver, allocate the buffer with ioctl @req (@arg) and map it at
@@ -1754,8 +1770,10 @@ TEST_F_TIMEOUT(router, uring_fixed_two_providers, 180)
 	unsigned char *buf;
 	int wfd;
 
-	ASSERT_EQ(0, p2pmem_find(self->nvme_dev, false, provider,
-				 sizeof(provider)));
+	SPIN_NEED(!p2pmem_find(self->nvme_dev, false, provider,
+			       sizeof(provider)),
+		  "a provider that %s cannot reach: none published",
+		  self->ns[0]);
 	buf = mmap(NULL, 2 * half, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS,
 		   -1, 0);
 	ASSERT_NE(MAP_FAILED, buf);
@@ -1882,6 +1900,7 @@ TEST_F_TIMEOUT(router, uring_fixed_bad_targets, 180)
 	struct gpu gpu;
 	int sv[2], lfd, dfd;
 
+	GPU_NEED();	/* before the loop device it would leave behind */
 	ASSERT_EQ(0, write_pattern_file(file, 4 * MiB, self->seed));
 	ASSERT_EQ(0, loop_attach(file, loop, sizeof(loop)));
 	uring_init_op(_metadata, &ring, IORING_OP_READ_FIXED, self->dev,
@@ -2002,9 +2021,10 @@ TEST_F_TIMEOUT(router, uring_unreachable, 180)
 	unsigned char *far;
 	struct uring_io io;
 
-	ASSERT_EQ(0, p2pmem_find(self->nvme_dev, false, provider,
-				 sizeof(provider)))
-		TH_LOG("no provider that %s cannot reach", self->ns[0]);
+	SPIN_NEED(!p2pmem_find(self->nvme_dev, false, provider,
+			       sizeof(provider)),
+		  "a provider that %s cannot reach: none published",
+		  self->ns[0]);
 	TH_LOG("unreachable provider %s", provider);
 	far = p2pmem_map(provider, len);
 	ASSERT_NE(NULL, far);
@@ -2281,6 +2301,7 @@ TEST_F_TIMEOUT(router, gpu_bvec_read, 180)
 {
 	struct gpu gpu;
 
+	GPU_NEED();
 	gpu_open(_metadata, &gpu);
 	gpu_bvec_read_on(_metadata, self, &gpu);
 	gpu_close(&gpu);
@@ -2325,6 +2346,7 @@ TEST_F_TIMEOUT(router, gpu_bvec_write, 180)
 {
 	struct gpu gpu;
 
+	GPU_NEED();
 	gpu_open(_metadata, &gpu);
 	gpu_bvec_write_on(_metadata, self, &gpu);
 	gpu_close(&gpu);
@@ -2369,6 +2391,7 @@ TEST_F_TIMEOUT(router, gpu_bvec_unaligned, 180)
 {
 	struct gpu gpu;
 
+	GPU_NEED();
 	gpu_open(_metadata, &gpu);
 	gpu_bvec_unaligned_on(_metadata, self, &gpu);
 	gpu_close(&gpu);
@@ -2460,6 +2483,7 @@ TEST_F_TIMEOUT(router, gpu_bvec_async, 180)
 {
 	struct gpu gpu;
 
+	GPU_NEED();
 	gpu_open(_metadata, &gpu);
 	gpu_bvec_async_on(_metadata, self, &gpu);
 	gpu_close(&gpu);
@@ -2509,6 +2533,7 @@ TEST_F_TIMEOUT(router, gpu_bvec_ram_tail, 180)
 {
 	struct gpu gpu;
 
+	GPU_NEED();
 	gpu_open(_metadata, &gpu);
 	gpu_bvec_ram_tail_on(_metadata, self, &gpu);
 	gpu_close(&gpu);
@@ -2540,6 +2565,7 @@ TEST_F_TIMEOUT(router, gpu_bvec_odirect, 180)
 {
 	struct gpu gpu;
 
+	GPU_NEED();
 	gpu_open(_metadata, &gpu);
 	gpu_bvec_odirect_on(_metadata, self, &gpu);
 	gpu_close(&gpu);
@@ -2584,6 +2610,7 @@ TEST_F_TIMEOUT(router, gpu_mmap_rw, 180)
 {
 	struct gpu gpu;
 
+	GPU_NEED();
 	gpu_open(_metadata, &gpu);
 	gpu_mmap_rw_on(_metadata, self, &gpu);
 	gpu_close(&gpu);
@@ -2618,6 +2645,7 @@ TEST_F_TIMEOUT(router, gpu_uvm, 900)
 	struct gpu gpu;
 
 	ASSERT_EQ(MAP_LEN, GPU_LEN);
+	GPU_NEED();
 	gpu_stats(_metadata, &st0);
 	gpu_open_mode(_metadata, &gpu, TEST_P2PDMA_UVM);
 	gpu_mmap_rw_on(_metadata, self, &gpu);
@@ -2659,6 +2687,7 @@ TEST_F_TIMEOUT(router, gpu_ais, 900)
 	long long copies;
 	struct gpu gpu;
 
+	GPU_NEED();
 	gpu_stats(_metadata, &st0);
 	gpu_open_mode(_metadata, &gpu, TEST_P2PDMA_AIS);
 	/* Every CPU copy into device memory goes through the one helper. */
@@ -2700,8 +2729,6 @@ TEST_F_TIMEOUT(router, gpu_ais, 900)
  * memory the driver no longer has, the files' I/O gets ENODEV, and the
  * device binds again.
  */
-#define GPU_DRV		"/sys/bus/pci/drivers/test_p2pdma"
-
 TEST_F_TIMEOUT(router, gpu_unbind_own_memory, 300)
 {
 	struct test_p2pdma_stats st;
@@ -2715,13 +2742,15 @@ TEST_F_TIMEOUT(router, gpu_unbind_own_memory, 300)
 	pid_t pid;
 	DIR *dir;
 
+	test_p2pdma_driver();
 	dir = opendir(GPU_DRV);
-	ASSERT_NE(NULL, dir);
+	ASSERT_NE(NULL, dir) TH_LOG("no %s (CONFIG_TEST_P2PDMA)", GPU_DRV);
 	while ((de = readdir(dir)))
 		if (strchr(de->d_name, ':'))
 			snprintf(bdf, sizeof(bdf), "%s", de->d_name);
 	closedir(dir);
-	ASSERT_NE(0, bdf[0]) TH_LOG("no device bound to test_p2pdma");
+	SPIN_NEED(bdf[0], "the \"gpu\" memory (a device bound to "
+		  "test_p2pdma): none in %s", GPU_DRV);
 
 	gpu_open_mode(_metadata, &uvm, TEST_P2PDMA_UVM);
 	gpu_open_mode(_metadata, &ais, TEST_P2PDMA_AIS);
@@ -2778,7 +2807,8 @@ TEST(gpu_mmap_marks_mm)
 	struct gpu gpu;
 	int fd;
 
-	ASSERT_EQ(0, nvme_rig_ns(0, ns, sizeof(ns)));
+	GPU_NEED();
+	SPIN_NEED(!nvme_rig_ns(0, ns, sizeof(ns)), SPIN_RIG_DRIVE_FMT, 0, 1);
 	snprintf(path, sizeof(path), "/dev/%s", ns);
 	fd = open(path, O_RDWR);
 	ASSERT_LE(0, fd);

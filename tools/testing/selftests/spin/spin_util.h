@@ -10,7 +10,8 @@
  * The tests write to whole NVMe drives.  They only touch drives whose
  * serial number starts with SPIN_RIG_SERIAL (the QEMU rig sets it), or
  * the drives named in $SPIN_TEST_NVME, so they never destroy a disk of
- * a machine they were not meant for.
+ * a machine they were not meant for.  A case whose hardware is absent
+ * fails on the rig and skips elsewhere (SPIN_NEED()).
  */
 #ifndef SPIN_UTIL_H
 #define SPIN_UTIL_H
@@ -32,6 +33,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/vfs.h>
 #include <sys/ioctl.h>
 #include <sys/wait.h>
 #include <linux/loop.h>
@@ -508,6 +510,124 @@ run_cmdf(const char *fmt, ...)
 static inline int run_cmd(const char *cmd)
 {
 	return run_cmdf("%s", cmd);
+}
+
+/*
+ * Remove every device-mapper device a test made, whatever an earlier
+ * case left: their names start with "spin" (spin-stack, spin-leg0, LVM's
+ * spinvg-lv, ...).  Those stacked on others go first, pass by pass, until
+ * none is left or a pass removes none.  A device of another name is
+ * never touched, as "dmsetup remove_all" would: it may be a disk of the
+ * machine the tests run on.
+ */
+static inline void dm_remove_spin(void)
+{
+	run_cmd("while n=$(dmsetup ls 2>/dev/null | awk '$1 ~ /^spin/ { print $1 }'); "
+		"[ -n \"$n\" ]; do p=0; for d in $n; do "
+		"dmsetup remove --noudevsync \"$d\" 2>/dev/null && p=1; done; "
+		"[ $p = 1 ] || break; done");
+}
+
+/*
+ * Whether @name (an entry of /sys/block/<md>/slaves/) is one of the
+ * suite's own devices: a drive the tests may write to (nvme_is_rig()), a
+ * loop device, or a device-mapper device whose name starts with "spin".
+ */
+static inline bool md_member_ours(const char *name)
+{
+	char path[PATH_MAX], dm[128];
+
+	if (!strncmp(name, "nvme", 4))
+		return nvme_is_rig(name);
+	if (!strncmp(name, "loop", 4)) {
+		snprintf(path, sizeof(path), "/sys/block/%s/loop", name);
+		return !access(path, F_OK);
+	}
+	if (!strncmp(name, "dm-", 3)) {
+		snprintf(path, sizeof(path), "/sys/block/%s/dm/name", name);
+		return !sysfs_read(path, dm, sizeof(dm)) &&
+		       !strncmp(dm, "spin", 4);
+	}
+	return false;
+}
+
+/*
+ * Stop the md array @md ("/dev/md0") that an earlier case may have left,
+ * if it is the suite's own: if it exists and every member in
+ * /sys/block/<mdX>/slaves/ is one (md_member_ours()).  An array with any
+ * other member belongs to the machine the tests run on (md0 is the usual
+ * name of one) and is never stopped: the case that wants the name then
+ * fails to create its array there.  0 when there is no such array or it
+ * was stopped, -EPERM when it is not the suite's, -EIO when mdadm failed.
+ */
+static inline int md_stop_ours(const char *md)
+{
+	const char *name = strrchr(md, '/') ? strrchr(md, '/') + 1 : md;
+	char path[PATH_MAX];
+	struct dirent *de;
+	bool ours = true;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/sys/block/%s/slaves", name);
+	d = opendir(path);
+	if (!d)
+		return 0;
+	while (ours && (de = readdir(d)))
+		if (de->d_name[0] != '.' && !md_member_ours(de->d_name)) {
+			fprintf(stderr,
+				"# %s not stopped: its member %s is not a device of the tests\n",
+				md, de->d_name);
+			ours = false;
+		}
+	closedir(d);
+	if (!ours)
+		return -EPERM;
+	return run_cmdf("mdadm --stop %s 2>/dev/null", md) ? -EIO : 0;
+}
+
+/*
+ * Mount the pseudo file system @type at @dir, unless one is mounted there
+ * already (statfs() says f_type @magic): the rig's /init mounts debugfs,
+ * another machine may mount neither debugfs nor configfs.  0 or -errno.
+ */
+static inline int mount_once(const char *type, const char *dir, long magic)
+{
+	struct statfs sf;
+
+	if (!statfs(dir, &sf) && (long)sf.f_type == magic)
+		return 0;
+	return mount(type, dir, type, 0, NULL) ? -errno : 0;
+}
+
+#define DEBUGFS		"/sys/kernel/debug"
+#define DEBUGFS_MAGIC_NR	0x64626720	/* linux/magic.h DEBUGFS_MAGIC */
+#define CONFIGFS	"/sys/kernel/config"
+#define CONFIGFS_MAGIC_NR	0x62656570	/* fs/configfs CONFIGFS_MAGIC */
+
+/*
+ * debugfs, mounted at DEBUGFS if it is not: before a look-up of a kernel
+ * feature's files there (fail_make_request, an NVMe drive's
+ * fault_inject, x86 PAT's list), which is then asserted.
+ */
+static inline int debugfs_mount(void)
+{
+	return mount_once("debugfs", DEBUGFS, DEBUGFS_MAGIC_NR);
+}
+
+/*
+ * The driver of lib/test_p2pdma.c (CONFIG_TEST_P2PDMA), which a case
+ * asserts; loaded first if it is a module (it binds only through
+ * driver_override, so loading it takes no device).  0 or -ENOENT.  That
+ * a device (the rig's "gpu" ivshmem) is bound to it is rig hardware:
+ * SPIN_NEED().
+ */
+#define TEST_P2PDMA_DRV	"/sys/bus/pci/drivers/test_p2pdma"
+
+static inline int test_p2pdma_driver(void)
+{
+	if (access(TEST_P2PDMA_DRV, F_OK))
+		run_cmd("modprobe test_p2pdma 2>/dev/null");
+	return access(TEST_P2PDMA_DRV, F_OK) ? -ENOENT : 0;
 }
 
 /*
@@ -1041,6 +1161,80 @@ static inline long first_diff(const void *a, const void *b, size_t len)
 		_metadata->exit_code = (gap) ? KSFT_XFAIL : KSFT_XPASS;	\
 	}								\
 } while (0)
+
+/*
+ * Strict mode: SPIN_STRICT=1 in the environment.  scripts/guest-init
+ * sets it for everything the QEMU rig runs, where every drive and
+ * provider the suite looks for exists.
+ */
+static inline bool spin_strict(void)
+{
+	const char *s = getenv("SPIN_STRICT");
+
+	return s && !strcmp(s, "1");
+}
+
+/*
+ * SPIN_NEED(cond, fmt, ...): a case needs a piece of the rig, and @cond
+ * says whether this machine has it.  Every look-up of rig hardware goes
+ * through it: a rig NVMe drive (nvme_rig_ns()), the drive outside the
+ * switch (serial SPINFAR0), the multipath namespace (SPINMPATH), a
+ * provider a drive can or cannot reach (p2pmem_find()), a device bound
+ * to test_p2pdma (the "gpu" memory).  Never a kernel feature: a missing
+ * CONFIG option (fail_make_request, fault injection in debugfs, nvmet,
+ * the NVMe fabrics host, the test_p2pdma driver, x86 PAT's list) fails
+ * its ASSERT_*() everywhere, after a modprobe and a mount of debugfs or
+ * configfs have had their chance.
+ * When @cond is false, @fmt (printf-style) says what is absent, and
+ *  - in strict mode (spin_strict(): the rig) the case fails, as a failed
+ *    ASSERT_*() does: the rig always has it, so its absence is a broken
+ *    rig or kernel.  "rig hardware missing: " and @fmt are logged and put
+ *    on the case's result line;
+ *  - otherwise (another machine: one NVMe drive named in $SPIN_TEST_NVME
+ *    and one provider, say) the case skips: SKIP(return, ...) with the
+ *    reason "needs " and @fmt.  A case that has already failed (an
+ *    EXPECT_*()) stays failed, and returns there too.
+ * Either way the case still reports its one result line (case-counts).
+ * It uses the harness's _metadata and returns from the function it is
+ * in, as SKIP(return, ...) does: use it in FIXTURE_SETUP() (a skip there
+ * skips the case, and its teardown does not run), in a TEST_F() or TEST()
+ * body (the teardown runs), or in a macro expanded there; never in a
+ * helper function, whose caller would go on.  Expands after
+ * kselftest_harness.h.
+ */
+#define SPIN_NEED(cond, fmt, ...) do {					\
+	const char *__need;						\
+	char *__what;							\
+									\
+	if (cond)							\
+		break;							\
+	__what = str_printf(fmt, ##__VA_ARGS__);			\
+	__need = __what ? __what : fmt;					\
+	if (spin_strict()) {						\
+		snprintf(_metadata->results->reason,			\
+			 sizeof(_metadata->results->reason),		\
+			 "rig hardware missing: %s", __need);		\
+		__TH_LOG("%s", _metadata->results->reason);		\
+		free(__what);						\
+		_metadata->exit_code = KSFT_FAIL;			\
+		__bail(1, _metadata);	/* as ASSERT_*() does */	\
+	} else if (_metadata->exit_code == KSFT_FAIL) {			\
+		__TH_LOG("needs %s", __need);				\
+		free(__what);						\
+		return;							\
+	} else {							\
+		SKIP(free(__what); return, "needs %s", __need);	\
+	}								\
+} while (0)
+
+/*
+ * SPIN_NEED()'s words for a rig drive that was not found; its arguments
+ * are the drive's index (from 0, nvme_rig_ns()) and how many drives the
+ * case needs.
+ */
+#define SPIN_RIG_DRIVE_FMT						\
+	"rig NVMe drive %d of %d (serial " SPIN_RIG_SERIAL "*, "	\
+	"or named in $SPIN_TEST_NVME): not found"
 
 /* Attach @file to a free loop device; its path goes to @dev. */
 static inline int loop_attach(const char *file, char *dev, size_t len)

@@ -103,7 +103,7 @@ FIXTURE_VARIANT_ADD(stack, xfs_on_md_raid0) {
 static void teardown_stacks(const char *loop)
 {
 	umount2(MNT, MNT_DETACH);
-	run_cmd("mdadm --stop " MD " 2>/dev/null");
+	md_stop_ours(MD);
 	run_cmd("dmsetup remove --noudevsync " DM_NAME " 2>/dev/null");
 	if (loop && loop[0])
 		loop_detach(loop);
@@ -117,10 +117,10 @@ FIXTURE_SETUP(stack)
 
 	router_learned_reset();	/* each case starts from defaults */
 	setenv("DM_DISABLE_UDEV", "1", 1);
-	teardown_stacks(NULL);
 	for (i = 0; i < variant->members; i++)
-		if (nvme_rig_ns(i, self->nvme[i], sizeof(self->nvme[i])))
-			SKIP(return, "rig NVMe drive %d not found", i);
+		SPIN_NEED(!nvme_rig_ns(i, self->nvme[i], sizeof(self->nvme[i])),
+			  SPIN_RIG_DRIVE_FMT, i, variant->members);
+	teardown_stacks(NULL);
 	self->seed = getpid();
 
 	if (variant->loop_member) {
@@ -264,9 +264,9 @@ TEST_F_TIMEOUT(stack, odirect_read, 180)
 	unsigned int i;
 	int fd;
 
-	if (p2pmem_find_for_ns(self->nvme[0], true, provider,
-			       sizeof(provider)))
-		SKIP(return, "no provider reachable from %s", self->nvme[0]);
+	SPIN_NEED(!p2pmem_find_for_ns(self->nvme[0], true, provider,
+				      sizeof(provider)),
+		  "a provider that %s reaches: none published", self->nvme[0]);
 	dev = p2pmem_map(provider, MAP_LEN);
 	ASSERT_NE(NULL, dev);
 	ref = malloc(MAP_LEN);
@@ -310,9 +310,10 @@ TEST_F_TIMEOUT(stack, unreachable_odirect, 180)
 	ssize_t n;
 	int fd;
 
-	if (p2pmem_find_for_ns(self->nvme[0], false, provider,
-			       sizeof(provider)))
-		SKIP(return, "no provider that %s cannot reach", self->nvme[0]);
+	SPIN_NEED(!p2pmem_find_for_ns(self->nvme[0], false, provider,
+				      sizeof(provider)),
+		  "a provider that %s cannot reach: none published",
+		  self->nvme[0]);
 	dev = p2pmem_map(provider, len);
 	ASSERT_NE(NULL, dev);
 	ref = malloc(len);
@@ -352,9 +353,9 @@ TEST_F_TIMEOUT(stack, buffered_read, 180)
 	ssize_t n;
 	int fd;
 
-	if (p2pmem_find_for_ns(self->nvme[0], true, provider,
-			       sizeof(provider)))
-		SKIP(return, "no provider reachable from %s", self->nvme[0]);
+	SPIN_NEED(!p2pmem_find_for_ns(self->nvme[0], true, provider,
+				      sizeof(provider)),
+		  "a provider that %s reaches: none published", self->nvme[0]);
 	dev = p2pmem_map(provider, MAP_LEN);
 	ASSERT_NE(NULL, dev);
 	ref = malloc(len);
@@ -388,9 +389,9 @@ TEST_F_TIMEOUT(stack, odirect_write, 180)
 	ssize_t n;
 	int fd;
 
-	if (p2pmem_find_for_ns(self->nvme[0], true, provider,
-			       sizeof(provider)))
-		SKIP(return, "no provider reachable from %s", self->nvme[0]);
+	SPIN_NEED(!p2pmem_find_for_ns(self->nvme[0], true, provider,
+				      sizeof(provider)),
+		  "a provider that %s reaches: none published", self->nvme[0]);
 	dev = p2pmem_map(provider, len);
 	ASSERT_NE(NULL, dev);
 	ref = malloc(len);
@@ -565,9 +566,9 @@ TEST_F_TIMEOUT(stack, member_failure, 450)
 
 	if (!variant->redundant)
 		SKIP(return, "not a redundant array");
-	ASSERT_EQ(0, p2pmem_find_for_ns(self->nvme[0], true, provider,
-					sizeof(provider)))
-		TH_LOG("no provider reachable from %s", self->nvme[0]);
+	SPIN_NEED(!p2pmem_find_for_ns(self->nvme[0], true, provider,
+				      sizeof(provider)),
+		  "a provider that %s reaches: none published", self->nvme[0]);
 	dev = p2pmem_map(provider, len);
 	ASSERT_NE(NULL, dev);
 	ref = malloc(len);
@@ -762,18 +763,20 @@ FIXTURE_SETUP(failfast)
 
 	router_learned_reset();	/* each case starts from defaults */
 	setenv("DM_DISABLE_UDEV", "1", 1);
-	teardown_stacks(NULL);
 	ASSERT_EQ(0, access(P2P_ROUTER "/stats/fallback_unreachable", F_OK))
 		TH_LOG("no P2P router in this kernel (%s)", P2P_ROUTER);
 	for (i = 0; i < 2; i++)
-		if (nvme_rig_ns(i, self->nvme[i], sizeof(self->nvme[i])))
-			SKIP(return, "rig NVMe drive %d not found", i);
-	if (p2pmem_find_for_ns(self->nvme[0], false, self->far,
-			       sizeof(self->far)))
-		SKIP(return, "no provider that %s cannot reach", self->nvme[0]);
+		SPIN_NEED(!nvme_rig_ns(i, self->nvme[i], sizeof(self->nvme[i])),
+			  SPIN_RIG_DRIVE_FMT, i, 2);
+	SPIN_NEED(!p2pmem_find_for_ns(self->nvme[0], false, self->far,
+				      sizeof(self->far)),
+		  "a provider that %s cannot reach: none published",
+		  self->nvme[0]);
 	ASSERT_EQ(0, nvme_pci_dev(self->nvme[1], pci, sizeof(pci)));
-	ASSERT_FALSE(pci_share_switch(self->far, pci))
-		TH_LOG("%s reaches %s", self->nvme[1], self->far);
+	SPIN_NEED(!pci_share_switch(self->far, pci),
+		  "a provider that %s and %s cannot reach: %s reaches %s",
+		  self->nvme[0], self->nvme[1], self->nvme[1], self->far);
+	teardown_stacks(NULL);
 	self->seed = getpid() ^ 0xfa57ULL << 32;
 	TH_LOG("raid%s over %s and %s, provider %s, seed %llu", variant->level,
 	       self->nvme[0], self->nvme[1], self->far,
@@ -1076,17 +1079,19 @@ FIXTURE_SETUP(stack_swap)
 
 	router_learned_reset();	/* each case starts from defaults */
 	setenv("DM_DISABLE_UDEV", "1", 1);
-	teardown_stacks(NULL);
 	ASSERT_EQ(0, access(P2P_ROUTER "/stats/p2p_segments", F_OK))
 		TH_LOG("no P2P router in this kernel (%s)", P2P_ROUTER);
 	for (i = 0; i < 2; i++)
-		if (nvme_rig_ns(i, self->nvme[i], sizeof(self->nvme[i])))
-			SKIP(return, "rig NVMe drive %d not found", i);
-	if (p2pmem_find_for_ns(self->nvme[0], true, self->provider,
-			       sizeof(self->provider)))
-		SKIP(return, "no provider reachable from %s", self->nvme[0]);
+		SPIN_NEED(!nvme_rig_ns(i, self->nvme[i], sizeof(self->nvme[i])),
+			  SPIN_RIG_DRIVE_FMT, i, 2);
+	SPIN_NEED(!p2pmem_find_for_ns(self->nvme[0], true, self->provider,
+				      sizeof(self->provider)),
+		  "a provider that %s reaches: none published", self->nvme[0]);
 	ASSERT_EQ(0, nvme_pci_dev(self->nvme[1], pci, sizeof(pci)));
-	ASSERT_TRUE(pci_share_switch(self->provider, pci));
+	SPIN_NEED(pci_share_switch(self->provider, pci),
+		  "a provider that %s and %s reach: %s does not reach %s",
+		  self->nvme[0], self->nvme[1], self->nvme[1], self->provider);
+	teardown_stacks(NULL);
 	self->seed = getpid() ^ 0x5a9ULL << 32;
 	TH_LOG("provider %s, seed %llu (reader i: rng seed + 1000 * round + i)",
 	       self->provider, (unsigned long long)self->seed);
@@ -1117,8 +1122,9 @@ static int sw_make(FIXTURE_DATA(stack_swap) *self, bool md, char *path, size_t l
 	int fd, ret;
 
 	if (md) {
+		md_stop_ours(MD);
 		xsnprintf(cmd, sizeof(cmd),
-			  "mdadm --stop " MD " 2>/dev/null; mdadm --zero-superblock /dev/%s /dev/%s 2>/dev/null; mdadm --create " MD " --run --quiet --force --assume-clean --level=1 --raid-devices=2 --size=" MIRROR_SIZE_KB " /dev/%s /dev/%s",
+			  "mdadm --zero-superblock /dev/%s /dev/%s 2>/dev/null; mdadm --create " MD " --run --quiet --force --assume-clean --level=1 --raid-devices=2 --size=" MIRROR_SIZE_KB " /dev/%s /dev/%s",
 			  self->nvme[0], self->nvme[1], self->nvme[0],
 			  self->nvme[1]);
 		snprintf(path, len, "%s", MD);
@@ -1324,12 +1330,11 @@ TEST_F_TIMEOUT(global, dust_member_errors, 300)
 	int fd, err;
 
 	setenv("DM_DISABLE_UDEV", "1", 1);
+	SPIN_NEED(!nvme_rig_ns(0, ns0, sizeof(ns0)), SPIN_RIG_DRIVE_FMT, 0, 2);
+	SPIN_NEED(!nvme_rig_ns(1, ns1, sizeof(ns1)), SPIN_RIG_DRIVE_FMT, 1, 2);
+	SPIN_NEED(!p2pmem_find_for_ns(ns0, true, provider, sizeof(provider)),
+		  "a provider that %s reaches: none published", ns0);
 	teardown_stacks(NULL);
-	if (nvme_rig_ns(0, ns0, sizeof(ns0)) || nvme_rig_ns(1, ns1, sizeof(ns1)))
-		SKIP(return, "two rig NVMe drives needed");
-	if (p2pmem_find_for_ns(ns0, true, provider,
-			       sizeof(provider)))
-		SKIP(return, "no provider reachable from %s", ns0);
 
 	/* dust with 4 KiB blocks over the first drive, mirrored with the second */
 	xsnprintf(cmd, sizeof(cmd),
@@ -1412,9 +1417,9 @@ TEST_F_TIMEOUT(global, flag_follows_members, 300)
 	int fd;
 
 	setenv("DM_DISABLE_UDEV", "1", 1);
+	SPIN_NEED(!nvme_rig_ns(0, ns0, sizeof(ns0)), SPIN_RIG_DRIVE_FMT, 0, 2);
+	SPIN_NEED(!nvme_rig_ns(1, ns1, sizeof(ns1)), SPIN_RIG_DRIVE_FMT, 1, 2);
 	teardown_stacks(NULL);
-	if (nvme_rig_ns(0, ns0, sizeof(ns0)) || nvme_rig_ns(1, ns1, sizeof(ns1)))
-		SKIP(return, "two rig NVMe drives needed");
 	fd = open(LOOP_FILE, O_RDWR | O_CREAT | O_TRUNC, 0600);
 	ASSERT_LE(0, fd);
 	ASSERT_EQ(0, ftruncate(fd, 256 * MiB));
@@ -1536,8 +1541,8 @@ TEST_F_TIMEOUT(global, holder_unlink_no_grace_period, 300)
 	int unlinks, syncs, ret = -1;
 
 	setenv("DM_DISABLE_UDEV", "1", 1);
+	SPIN_NEED(!nvme_rig_ns(0, ns0, sizeof(ns0)), SPIN_RIG_DRIVE_FMT, 0, 1);
 	teardown_stacks(NULL);
-	ASSERT_EQ(0, nvme_rig_ns(0, ns0, sizeof(ns0)));
 	if (access(TRACEFS "/trace", F_OK))
 		ASSERT_EQ(0, mount("tracefs", TRACEFS, "tracefs", 0, NULL));
 
@@ -1562,7 +1567,8 @@ TEST_F_TIMEOUT(global, holder_unlink_no_grace_period, 300)
 	EXPECT_LE(1, syncs);
 	EXPECT_EQ(0, count_str(trace, "=> bd_unlink_disk_holder"));
 	free(trace);
-	run_cmd("mdadm --stop " MD " 2>/dev/null; dmsetup remove --noudevsync spin-h2 2>/dev/null; "
+	md_stop_ours(MD);
+	run_cmd("dmsetup remove --noudevsync spin-h2 2>/dev/null; "
 		"dmsetup remove --noudevsync spin-h1 2>/dev/null; dmsetup remove --noudevsync spin-h0 2>/dev/null");
 }
 
@@ -1604,13 +1610,11 @@ TEST_F_TIMEOUT(global, nvme_multipath, 300)
 	uint64_t seed = getpid();
 	int fd;
 
-	if (nvme_mpath_head(head, sizeof(head)))
-		SKIP(return, "no multipathed rig namespace (serial SPINMPATH)");
-	if (nvme_rig_ns(0, ns0, sizeof(ns0)))
-		SKIP(return, "no rig NVMe drive");
-	if (p2pmem_find_for_ns(ns0, true, provider,
-			       sizeof(provider)))
-		SKIP(return, "no provider reachable from %s", ns0);
+	SPIN_NEED(!nvme_mpath_head(head, sizeof(head)),
+		  "the multipathed rig namespace (serial SPINMPATH): not found");
+	SPIN_NEED(!nvme_rig_ns(0, ns0, sizeof(ns0)), SPIN_RIG_DRIVE_FMT, 0, 1);
+	SPIN_NEED(!p2pmem_find_for_ns(ns0, true, provider, sizeof(provider)),
+		  "a provider that %s reaches: none published", ns0);
 	snprintf(path, sizeof(path), "/dev/%s", head);
 	TH_LOG("multipath head %s", path);
 	ASSERT_EQ(1, queue_p2p(path));
@@ -1683,11 +1687,35 @@ static void mir_dm_remove(void)
 			 i);
 }
 
+/*
+ * The drives and the provider of a mirror of @legs legs, into the struct
+ * mir *@m, cleared first, and the drive outside the switch (m->far): in
+ * strict mode needed (the rig has it, as before), elsewhere only if there
+ * is one: "" if not, and the one case that uses it says so.  A macro,
+ * for SPIN_NEED(): in a setup or a case's body, before mir_init().
+ */
+#define MIR_NEED(m, legs) do {						\
+	int __i;							\
+									\
+	memset((m), 0, sizeof(*(m)));					\
+	for (__i = 0; __i < (legs); __i++)				\
+		SPIN_NEED(!nvme_rig_ns(__i, (m)->nvme[__i],		\
+				       sizeof((m)->nvme[__i])),		\
+			  SPIN_RIG_DRIVE_FMT, __i, (legs));		\
+	if (nvme_serial_ns(FAR_SERIAL, (m)->far, sizeof((m)->far)))	\
+		(m)->far[0] = '\0';					\
+	if (spin_strict())						\
+		SPIN_NEED((m)->far[0], "the drive outside the switch "	\
+			  "(serial " FAR_SERIAL "0): not found");	\
+	SPIN_NEED(!p2pmem_find_for_ns((m)->nvme[0], true, (m)->provider, \
+				      sizeof((m)->provider)),		\
+		  "a provider that %s reaches: none published",		\
+		  (m)->nvme[0]);					\
+} while (0)
+
+/* A mirror of @legs legs over what MIR_NEED() found.  0, or -ENOMEM. */
 static int mir_init(struct mir *m, int legs, bool raid10, bool dm_legs)
 {
-	int i;
-
-	memset(m, 0, sizeof(*m));
 	setenv("DM_DISABLE_UDEV", "1", 1);
 	teardown_stacks(NULL);
 	mir_dm_remove();
@@ -1695,14 +1723,6 @@ static int mir_init(struct mir *m, int legs, bool raid10, bool dm_legs)
 	m->raid10 = raid10;
 	m->dm_legs = dm_legs;
 	m->seed = getpid() ^ 0x3171ULL << 40;
-	for (i = 0; i < legs; i++)
-		if (nvme_rig_ns(i, m->nvme[i], sizeof(m->nvme[i])))
-			return -ENOENT;
-	if (nvme_serial_ns(FAR_SERIAL, m->far, sizeof(m->far)))
-		return -ENOENT;
-	if (p2pmem_find_for_ns(m->nvme[0], true, m->provider,
-			       sizeof(m->provider)))
-		return -ENOENT;
 	m->dev = p2pmem_map(m->provider, MAP_LEN);
 	m->model = malloc(MIR_REGION);
 	if (!m->dev || !m->model ||
@@ -1937,9 +1957,10 @@ FIXTURE_SETUP(mirror)
 	router_learned_reset();	/* each case starts from defaults */
 	ASSERT_EQ(0, access(P2P_ROUTER "/stats/p2p_write_bytes", F_OK))
 		TH_LOG("no P2P router in this kernel");
+	MIR_NEED(&self->m, variant->legs);
 	ASSERT_EQ(0, mir_init(&self->m, variant->legs, variant->raid10,
 			      variant->dm_legs))
-		TH_LOG("rig drives, %s* or a provider missing", FAR_SERIAL);
+		TH_LOG("no memory");
 	TH_LOG("raid%s, %d legs%s, provider %s, seed %llu",
 	       variant->raid10 ? "10" : "1", variant->legs,
 	       variant->dm_legs ? " (dm-linear)" : "", self->m.provider,
@@ -2020,6 +2041,8 @@ TEST_F_TIMEOUT(mirror, unreachable_leg, 300)
 	unsigned int i;
 	ssize_t n;
 
+	SPIN_NEED(m->far[0], "the drive outside the switch (serial "
+		  FAR_SERIAL "0): not found");
 	ASSERT_EQ(0, mir_create(m, true, false, "--bitmap=none", false));
 	/* The premise: the array passes P2PDMA, one leg cannot reach it. */
 	ASSERT_EQ(1, queue_p2p(MD));
@@ -2315,8 +2338,6 @@ TEST_F_TIMEOUT(global, mirror_reload_leg_during_writes, 900)
 {
 	int kind;
 
-	if (access(TRACEFS "/trace", F_OK))
-		ASSERT_EQ(0, mount("tracefs", TRACEFS, "tracefs", 0, NULL));
 	for (kind = 0; kind < 2; kind++) {
 		struct mir m;
 		struct mir_writer w = { .m = &m, .routed_only = true };
@@ -2324,6 +2345,10 @@ TEST_F_TIMEOUT(global, mirror_reload_leg_during_writes, 900)
 		int round, rewrites = 0, members;
 		char *trace, cmd[1024];
 
+		MIR_NEED(&m, 2);
+		if (access(TRACEFS "/trace", F_OK))
+			ASSERT_EQ(0, mount("tracefs", TRACEFS, "tracefs", 0,
+					   NULL));
 		ASSERT_EQ(0, mir_init(&m, 2, kind, true));
 		ASSERT_EQ(0, mir_create(&m, false, false, "--bitmap=internal",
 					false));
@@ -2412,8 +2437,9 @@ TEST_F_TIMEOUT(global, raid10_reshape_during_writes, 900)
 	char cmd[1024];
 	int ret;
 
+	MIR_NEED(&m, 3);
 	ASSERT_EQ(0, mir_init(&m, 3, true, false))
-		TH_LOG("rig drives, %s* or a provider missing", FAR_SERIAL);
+		TH_LOG("no memory");
 	m.nlegs = 2;
 	ASSERT_EQ(0, mir_create(&m, false, false, "--bitmap=none", false));
 	ASSERT_EQ(0, pthread_create(&w.thread, NULL, mir_writer_main, &w));

@@ -315,23 +315,22 @@ FIXTURE_SETUP(stress)
 	int i;
 
 	router_learned_reset();	/* each case starts from defaults */
-	/* What the rig always has: anything missing is a failure. */
 	ASSERT_EQ(0, access(P2P_ROUTER, F_OK))
 		TH_LOG("no P2P router in this kernel");
-	/* What an earlier test that failed may have left on the drives. */
-	umount2(MNT, MNT_DETACH);
-	run_cmd("mdadm --stop " MD " 2>/dev/null");
-	run_cmd("dmsetup remove_all --noudevsync 2>/dev/null");
-	for (i = 0; i < variant->members; i++) {
-		ASSERT_EQ(0, nvme_rig_ns(variant->nvme + i, self->ns[i],
-					 sizeof(self->ns[i])))
-			TH_LOG("rig NVMe drive %d not found", variant->nvme + i);
-	}
+	for (i = 0; i < variant->members; i++)
+		SPIN_NEED(!nvme_rig_ns(variant->nvme + i, self->ns[i],
+				       sizeof(self->ns[i])),
+			  SPIN_RIG_DRIVE_FMT, variant->nvme + i,
+			  variant->nvme + variant->members);
 	ASSERT_EQ(0, nvme_pci_dev(self->ns[0], self->nvme_dev,
 				  sizeof(self->nvme_dev)));
-	ASSERT_EQ(0, p2pmem_find(self->nvme_dev, true, self->provider,
-				 sizeof(self->provider)))
-		TH_LOG("no provider reachable from %s", self->ns[0]);
+	SPIN_NEED(!p2pmem_find(self->nvme_dev, true, self->provider,
+			       sizeof(self->provider)),
+		  "a provider that %s reaches: none published", self->ns[0]);
+	/* What an earlier test that failed may have left on the drives. */
+	umount2(MNT, MNT_DETACH);
+	md_stop_ours(MD);
+	dm_remove_spin();
 	snprintf(self->blk, sizeof(self->blk), "%s", self->ns[0]);
 	if (variant->members > 1) {
 		ASSERT_EQ(0, md_create(MD, variant->members, self->ns, NULL,

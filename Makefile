@@ -11,7 +11,8 @@ S := scripts
 .PHONY: help deps tree export config kernel selftests initramfs image \
 	demo test test-debug kernel-debug kernel-base bench bench-report calibrate \
 	bench-stack bench-readahead bench-limit bench-profile shell \
-	checkpatch bisect-check sparse-check rfc clean distclean
+	checkpatch bisect-check sparse-check rfc doc-check host-kernel \
+	clean distclean
 
 help:
 	@echo 'SPIN: P2P DMA from NVMe into device memory on plain pread.'
@@ -19,15 +20,22 @@ help:
 	@echo '  make demo        boot the patched kernel in the QEMU rig and read'
 	@echo '                   a file into device memory, saying where bytes came from'
 	@echo '  make test        boot the rig and run the kselftest suite'
+	@echo '                   (after doc-check)'
+	@echo '  make host-kernel an installable kernel for a real machine: the'
+	@echo '                   running distribution'"'"'s config + configs/host.config,'
+	@echo '                   make bindeb-pkg (Documentation/spin/hardware.rst)'
 	@echo
 	@echo '  make test-debug  the suite on the debug kernel (configs/debug.config:'
 	@echo '                   KASAN, lockdep, DEBUG_VM, KFENCE, atomic-sleep checks),'
 	@echo '                   in two boots (about two hours)'
-	@echo '  make bench       SPIN against every baseline: throttled, fast and plain'
-	@echo '                   rig, each calibrated, medians of 3 runs with their'
-	@echo '                   spread, with the unpatched kernel; tables and plots'
+	@echo '  make bench       SPIN against O_DIRECT, a CPU bounce and the page cache'
+	@echo '                   in nine boots (throttled, fast, two-drive, md raid0'
+	@echo '                   and plain rigs, the unpatched kernel), medians of 3'
+	@echo '                   runs with their spread; tables and plots'
+	@echo '                   (scripts/bench.sh --help)'
 	@echo '  make calibrate   fit the router'"'"'s cost model in the rig and print it'
-	@echo '  make bench-stack P2P through md raid0 (1-3 drives), plain and throttled'
+	@echo '  make bench-stack P2P reads on one drive, md raid0 over 2 and 3 and raid1,'
+	@echo '                   and raid1 writes, plain and throttled rig'
 	@echo '  make bench-readahead  P-readahead and page-cache pollution, plain and throttled'
 	@echo '  make bench-limit      whether QEMU'"'"'s throttle and io.max hold the drives to a limit'
 	@echo '  make bench-profile    perf profile of a routed 1 MiB read against O_DIRECT'
@@ -39,6 +47,8 @@ help:
 	@echo '  make bisect-check  build (and W=1 the touched files) at every patch'
 	@echo '  make rfc         the series as an RFC posting in build/rfc/ (format-patch,'
 	@echo '                   cover letter, To:/Cc: from get_maintainer.pl); sends nothing'
+	@echo '  make doc-check   the reference docs quote no dates, issue or patch'
+	@echo '                   numbers, or counts that go stale'
 	@echo '  make sparse-check  sparse + W=1 on the touched files: nothing new'
 	@echo '                   against the unpatched kernel'
 	@echo '  make clean       remove build products but keep build/linux'
@@ -72,8 +82,14 @@ image: kernel initramfs
 demo: image
 	@$(S)/rig.sh --mode demo --timeout 600
 
-test: image
+test: doc-check image
 	@$(S)/run-tests.sh
+
+doc-check:
+	@$(S)/doc-check.sh
+
+host-kernel: tree
+	@$(S)/host-kernel.sh $(HOST_KERNEL_ARGS)
 
 kernel-debug: tree
 	@SPIN_DEBUG=1 $(S)/config.sh

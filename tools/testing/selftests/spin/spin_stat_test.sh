@@ -437,14 +437,15 @@ mkdir -p "$TMP/mnt"
 # $TMP/chk; $rc is its exit status.
 check() {
 	echo 3 >/proc/sys/vm/drop_caches
-	spin-stat check "$1" "$2" >"$TMP/chk" 2>&1
+	SPIN_CHECK_TRACE=$TMP/trace spin-stat check "$1" "$2" >"$TMP/chk" 2>&1
 	rc=$?
 }
 
 # Expect exit status $1 and a line matching $2 in $TMP/chk.
 expect() {
 	[ $rc = "$1" ] || { ok=0; diag "check exited $rc, want $1"; }
-	grep -q "$2" "$TMP/chk" || { ok=0; diag "no line '$2'"; }
+	grep -q "$2" "$TMP/chk" ||
+		{ ok=0; diag "no line '$2'; the trace:"; diag "$TMP/trace"; }
 }
 
 # 12: routed, most of it DMAed by the drive; the bytes match.

@@ -530,15 +530,27 @@ static inline void dm_remove_spin(void)
 
 /*
  * Whether @name (an entry of /sys/block/<md>/slaves/) is one of the
- * suite's own devices: a drive the tests may write to (nvme_is_rig()), a
- * loop device, or a device-mapper device whose name starts with "spin".
+ * suite's own devices: a drive the tests may write to (nvme_is_rig(), or
+ * the rig's SPINFAR0 and SPINMPATH, which the cases that need them find
+ * by serial), a loop device, or a device-mapper device whose name starts
+ * with "spin".
  */
 static inline bool md_member_ours(const char *name)
 {
 	char path[PATH_MAX], dm[128];
 
-	if (!strncmp(name, "nvme", 4))
-		return nvme_is_rig(name);
+	if (!strncmp(name, "nvme", 4)) {
+		char serial[128];
+
+		if (nvme_is_rig(name))
+			return true;
+		/* The rig's drive outside the switch and its multipath one. */
+		snprintf(path, sizeof(path), "/sys/block/%s/device/serial",
+			 name);
+		return !sysfs_read(path, serial, sizeof(serial)) &&
+		       (!strncmp(serial, "SPINFAR0", 8) ||
+			!strncmp(serial, "SPINMPATH", 9));
+	}
 	if (!strncmp(name, "loop", 4)) {
 		snprintf(path, sizeof(path), "/sys/block/%s/loop", name);
 		return !access(path, F_OK);

@@ -12,7 +12,7 @@ S := scripts
 	demo test test-debug kernel-debug kernel-base bench bench-report calibrate \
 	bench-stack bench-readahead bench-limit bench-profile shell \
 	checkpatch bisect-check sparse-check rfc doc-check host-kernel \
-	clean distclean
+	host-kernel-check clean distclean
 
 help:
 	@echo 'SPIN: P2P DMA from NVMe into device memory on plain pread.'
@@ -47,6 +47,8 @@ help:
 	@echo '  make bisect-check  build (and W=1 the touched files) at every patch'
 	@echo '  make rfc         the series as an RFC posting in build/rfc/ (format-patch,'
 	@echo '                   cover letter, To:/Cc: from get_maintainer.pl); sends nothing'
+	@echo '  make host-kernel-check  host-kernel'"'"'s config step on a defconfig'
+	@echo '                   (make test runs it)'
 	@echo '  make doc-check   the reference docs quote no dates, issue or patch'
 	@echo '                   numbers, or counts that go stale'
 	@echo '  make sparse-check  sparse + W=1 on the touched files: nothing new'
@@ -82,7 +84,7 @@ image: kernel initramfs
 demo: image
 	@$(S)/rig.sh --mode demo --timeout 600
 
-test: doc-check image
+test: doc-check host-kernel-check image
 	@$(S)/run-tests.sh
 
 doc-check:
@@ -90,6 +92,15 @@ doc-check:
 
 host-kernel: tree
 	@$(S)/host-kernel.sh $(HOST_KERNEL_ARGS)
+
+# make host-kernel's configuration step, on x86_64_defconfig standing in
+# for a distribution's config: the merge and its checks, not the build.
+HOSTCHECK := $(CURDIR)/build/obj-hostcheck
+host-kernel-check: tree
+	@rm -rf $(HOSTCHECK) && mkdir -p $(HOSTCHECK)/base
+	@$(MAKE) -s -C build/linux O=$(HOSTCHECK)/base ARCH=x86_64 defconfig
+	@$(S)/host-kernel.sh --config-only --config $(HOSTCHECK)/base/.config \
+		--obj $(HOSTCHECK)/out
 
 kernel-debug: tree
 	@SPIN_DEBUG=1 $(S)/config.sh
@@ -156,7 +167,7 @@ sparse-check: kernel
 	@$(S)/sparse-check.sh
 
 clean:
-	rm -rf build/obj build/obj-debug build/obj-base build/kselftest build/kselftest-obj build/initramfs \
+	rm -rf build/obj build/obj-debug build/obj-base build/obj-hostcheck build/kselftest build/kselftest-obj build/initramfs \
 		build/initramfs.cpio build/run
 
 distclean:

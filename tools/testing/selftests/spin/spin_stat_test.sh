@@ -170,6 +170,18 @@ reach_of() {
 	rows_of "$1" "$2" | awk -v d="$3" '$1 == d { print $6 }'
 }
 
+# Expect reach $2 ("yes", "maybe") from provider $1 to each device after
+# them in spin-stat's output $TMP/prov; clears ok otherwise.
+want_reach() {
+	wr_p=$1 wr_want=$2
+	shift 2
+	for wr_n; do
+		wr_r=$(reach_of "$TMP/prov" "$wr_p" "$wr_n")
+		[ "$wr_r" = "$wr_want" ] ||
+			{ ok=0; diag "$wr_p -> $wr_n: '$wr_r', want $wr_want"; }
+	done
+}
+
 ktap_print_header
 ktap_set_plan 16
 
@@ -241,10 +253,8 @@ ok=1 need=""
 [ "$(echo "$rig" | wc -w)" -ge 3 ] || needs "3 $DRIVES_WHAT: $(echo "$rig" | wc -w) found"
 [ -n "$mpath" ] || needs "the multipath namespace (serial SPINMPATH)"
 if ! missing spin_stat.near_reaches_rig_drives; then
-	for n in $rig $mpath; do
-		r=$(reach_of "$TMP/prov" "$near" "$n")
-		[ "$r" = yes ] || { ok=0; diag "$near -> $n: '$r', want yes"; }
-	done
+	# shellcheck disable=SC2086
+	want_reach "$near" yes $rig $mpath
 	result spin_stat.near_reaches_rig_drives
 fi
 
@@ -254,11 +264,9 @@ ok=1 need=""
 [ -n "$farnvme" ] || needs "the drive outside the switch (serial SPINFAR0)"
 if ! missing spin_stat.near_not_far_drive; then
 	[ "$(echo "$farnvme" | wc -w)" = 1 ] || { ok=0; diag "want one SPINFAR0 drive"; }
-	for n in $farnvme; do
-		r=$(reach_of "$TMP/prov" "$near" "$n")
-		# Only the host bridge, not on the P2PDMA whitelist, joins them.
-		[ "$r" = maybe ] || { ok=0; diag "$near -> $n: '$r', want maybe"; }
-	done
+	# Only the host bridge, not on the P2PDMA whitelist, joins them.
+	# shellcheck disable=SC2086
+	want_reach "$near" maybe $farnvme
 	result spin_stat.near_not_far_drive
 fi
 
@@ -267,10 +275,8 @@ ok=1 need=""
 [ -n "$far" ] || needs "$FAR_WHAT"
 [ -n "$rig" ] || needs "$DRIVES_WHAT: none found"
 if ! missing spin_stat.far_reaches_no_rig_drive; then
-	for n in $rig; do
-		r=$(reach_of "$TMP/prov" "$far" "$n")
-		[ "$r" = maybe ] || { ok=0; diag "$far -> $n: '$r', want maybe"; }
-	done
+	# shellcheck disable=SC2086
+	want_reach "$far" maybe $rig
 	result spin_stat.far_reaches_no_rig_drive
 fi
 
@@ -294,10 +300,8 @@ else
 		{ ok=0; diag "provider $gpu not listed unpublished with its driver"; }
 	grep -q "^  private: test_p2pdma's own memory" "$TMP/prov" ||
 		{ ok=0; diag "no 'private:' line for $gpu"; }
-	for n in $rig; do
-		r=$(reach_of "$TMP/prov" "$gpu" "$n")
-		[ "$r" = yes ] || { ok=0; diag "$gpu -> $n: '$r', want yes"; }
-	done
+	# shellcheck disable=SC2086
+	want_reach "$gpu" yes $rig
 fi
 [ -n "$need" ] || result spin_stat.private_provider
 [ $failed = 0 ] || diag "$TMP/prov"

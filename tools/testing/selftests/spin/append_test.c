@@ -113,7 +113,7 @@ FIXTURE_SETUP(append)
 	TH_LOG("%s on %s, seed %llu", variant->fs, self->ns,
 	       (unsigned long long)self->seed);
 	ASSERT_EQ(0, mkfs_mount_opts(variant->fs, self->ns, MNT,
-		" -E lazy_itable_init=0,lazy_journal_init=0"));
+				     " -E lazy_itable_init=0,lazy_journal_init=0"));
 	self->mounted = true;
 
 	self->dev = p2pmem_map(self->provider, DEV_LEN);
@@ -643,7 +643,7 @@ static int replay_to(struct replay *r, const char *mark)
 }
 
 /* Create /dev/mapper/@name with the table @fmt; 0 on success. */
-static int __attribute__((format(printf, 2, 3)))
+static int __printf(2, 3)
 dm_create(const char *name, const char *fmt, ...)
 {
 	va_list ap;
@@ -712,9 +712,9 @@ FIXTURE_SETUP(crash)
 
 	self->dm = true;
 	ASSERT_EQ(0, dm_create(CR_DATA, "0 %lu linear /dev/%s 0",
-			      CR_SECTORS, self->ns[0]));
+			       CR_SECTORS, self->ns[0]));
 	ASSERT_EQ(0, dm_create(CR_REPLAY, "0 %lu linear /dev/%s 0",
-			      CR_SECTORS, self->ns[2]));
+			       CR_SECTORS, self->ns[2]));
 	self->dev = p2pmem_map(self->provider, DEV_LEN);
 	ASSERT_NE(NULL, self->dev);
 	self->model = malloc(MODEL_LEN);
@@ -906,7 +906,7 @@ static int check_mark(struct __test_metadata *_metadata,
 	int ret;
 
 	if (dm_create(CR_SNAP, "0 %lu snapshot /dev/mapper/" CR_REPLAY " %s N 8",
-		     CR_SECTORS, self->cow))
+		      CR_SECTORS, self->cow))
 		return -1;
 	ret = check_recovered(_metadata, self, fs, CR_SNAP, mark, synced,
 			      written, zeros);
@@ -982,7 +982,8 @@ TEST_F_TIMEOUT(crash, log_writes_replay, 900)
 	ASSERT_EQ(0, fsync(ofd));
 	sync();
 	ASSERT_EQ(0, log_mark("start"));
-	synced[0] = wrote[0] = 0;
+	synced[0] = 0;
+	wrote[0] = 0;
 
 	stats_read(&before);
 	for (i = 1; i <= CR_STEPS; i++) {
@@ -1120,7 +1121,8 @@ TEST_F_TIMEOUT(crash, dsync_every_flush, 1200)
 						    name);
 			total += points;
 			points = 0;
-			low = high = wrote[i];
+			low = wrote[i];
+			high = wrote[i];
 			ASSERT_EQ(0, fsync(r.dst));
 			EXPECT_EQ(0, check_mark(_metadata, self, variant->fs,
 						name, low, high, high));

@@ -120,7 +120,7 @@ FIXTURE_SETUP(exact)
 
 	if (variant->fs) {
 		ASSERT_EQ(0, mkfs_mount_opts(variant->fs, self->ns, MNT,
-			" -E lazy_itable_init=0,lazy_journal_init=0"));
+					     " -E lazy_itable_init=0,lazy_journal_init=0"));
 		self->mounted = true;
 		snprintf(self->path, sizeof(self->path), MNT "/data");
 		fd = open(self->path, O_RDWR | O_CREAT | O_TRUNC, 0644);
@@ -439,7 +439,8 @@ TEST_F_TIMEOUT(exact, write_keeps_pinned_folio, 120)
 	pthread_join(t, NULL);
 	c = router_stat("cache_write_bytes") - c0;
 	p2p = router_stat("p2p_write_bytes") - p2p0;
-	TH_LOG("pin from %.3f to %.3f s, write done at %.3f s; %lld bytes DMAed, %lld through the page cache",
+	TH_LOG("pin from %.3f to %.3f s, write done at %.3f s; "
+	       "%lld bytes DMAed, %lld through the page cache",
 	       0.0, p.done - p.start, wrote - p.start, p2p, c);
 	ASSERT_EQ(PIN_LEN, p.n) TH_LOG("read: %s", strerror(p.err));
 	/* The premise: the write ran while the folios were pinned. */
@@ -636,6 +637,7 @@ FIXTURE_VARIANT(requeue) {
 FIXTURE_VARIANT_ADD(requeue, defer_taskrun) {
 	.flags = IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN,
 };
+
 FIXTURE_VARIANT_ADD(requeue, sqpoll) { .flags = IORING_SETUP_SQPOLL };
 
 #define SEGMENT_EVENT	TRACEFS "/events/p2p_router/p2p_router_segment/enable"

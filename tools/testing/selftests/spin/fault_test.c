@@ -163,7 +163,8 @@ FIXTURE_SETUP(fault)
 		/* dm-dust counts in 512-byte sectors; blksz 4096. */
 		/* No udev in the rig: mknodes makes /dev/mapper/<name>. */
 		xsnprintf(cmd, sizeof(cmd),
-			  "dmsetup create --noudevsync " DUST " --table '0 %lu dust /dev/%s 0 4096' && dmsetup mknodes " DUST,
+			  "dmsetup create --noudevsync " DUST
+			  " --table '0 %lu dust /dev/%s 0 4096' && dmsetup mknodes " DUST,
 			  DEV_SIZE / 512, self->ns[0]);
 		ASSERT_EQ(0, run_cmd(cmd));
 		self->dust = true;
@@ -810,8 +811,9 @@ TEST_F_TIMEOUT(wberr, read_after_failed_writeback, 180)
 	/* The file system took no harm: a write and fsync still work. */
 	if (variant->fs) {
 		ASSERT_EQ(WB_PAGE, pwrite(sfd, self->ram, WB_PAGE, WB_PAGE));
-		ASSERT_EQ(0, fsync(sfd)) TH_LOG("%s: the file system did not survive the injected faults",
-					      variant->fs);
+		ASSERT_EQ(0, fsync(sfd))
+			TH_LOG("%s: the file system did not survive the injected faults",
+			       variant->fs);
 		close(sfd);
 	}
 
@@ -826,7 +828,8 @@ TEST_F_TIMEOUT(wberr, read_after_failed_writeback, 180)
 	seg = router_stat("p2p_segments") - seg0;
 	routed = router_stat("routed_reads") - routed0;
 	folded = router_stat("folded_islands") - fold0;
-	TH_LOG("into device memory, a quarter cached: %zd; %lld routed, %lld DMA segments, %lld islands folded",
+	TH_LOG("into device memory, a quarter cached: %zd; "
+	       "%lld routed, %lld DMA segments, %lld islands folded",
 	       n, routed, seg, folded);
 	ASSERT_EQ(WB_LEN, n);
 	/* After the error the disk may not hold what is cached: no folding. */

@@ -252,8 +252,8 @@ static void other_fs(struct __test_metadata *_metadata,
 	if (mkfs) {
 		/* A file system image in a file on the XFS. */
 		xsnprintf(cmd, sizeof(cmd),
-			  "truncate -s 64M " MNT "/img && %s " MNT "/img >/dev/null && "
-			  "mount -o loop " MNT "/img %s", mkfs, mnt);
+			  "truncate -s 64M " MNT "/img && %s " MNT
+			  "/img >/dev/null && mount -o loop " MNT "/img %s", mkfs, mnt);
 		ASSERT_EQ(0, run_cmd(cmd))
 			TH_LOG("cannot make and mount %s", what);
 	} else {

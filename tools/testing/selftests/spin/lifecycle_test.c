@@ -256,7 +256,8 @@ TEST_F_TIMEOUT(lifecycle, munmap_during_read, 300)
 		}
 	}
 	throttle_leave(self);
-	TH_LOG("30 rounds: %d whole, %d short, %d EFAULT; %d unmaps met the reader waiting on I/O; %lld routed reads",
+	TH_LOG("30 rounds: %d whole, %d short, %d EFAULT; "
+	       "%d unmaps met the reader waiting on I/O; %lld routed reads",
 	       whole, shrt, efault, met, router_stat("routed_reads") - routed0);
 	/* The premise: the unmaps met reads in flight, and the router's. */
 	ASSERT_LE(15, met);
@@ -265,7 +266,7 @@ TEST_F_TIMEOUT(lifecycle, munmap_during_read, 300)
 }
 
 /* Read cold into device memory for ever, checking every read. */
-static void __attribute__((noreturn))
+static void __noreturn
 reader_loop(FIXTURE_DATA(lifecycle) *self, unsigned char *dst, int secs)
 {
 	time_t end = time(NULL) + secs;
@@ -346,7 +347,7 @@ static void on_sigbus(int sig)
  * 2 when a read failed but the mapping is still there, 3 if the
  * provider never went away.
  */
-static void __attribute__((noreturn))
+static void __noreturn
 removal_child(FIXTURE_DATA(lifecycle) *self, int ready)
 {
 	struct sigaction sa = { .sa_handler = on_sigbus };
@@ -531,7 +532,7 @@ static long long cg_event(const char *file, const char *key)
  * a second file twice the cgroup's limit, read back into RAM.  Exits 0
  * when every byte was right.
  */
-static void __attribute__((noreturn))
+static void __noreturn
 memcg_child(FIXTURE_DATA(lifecycle) *self)
 {
 	const size_t wsize = 2 * CG_MAX, chunk = 1 * MiB + 4096 + 3;
@@ -681,15 +682,15 @@ TEST_F_TIMEOUT(lifecycle, memcg_limit, 300)
 /* These take the provider away: they come last. */
 TEST_F_TIMEOUT(lifecycle, unbind_during_read, 300)
 {
-	SPIN_NEED(on_p2pmem_bar(self), "the provider %s on p2pmem_bar: "
-		  "it has another driver", self->bdf);
+	SPIN_NEED(on_p2pmem_bar(self), "the provider %s on p2pmem_bar: it has another driver",
+		  self->bdf);
 	provider_goes_away(_metadata, self, false);
 }
 
 TEST_F_TIMEOUT(lifecycle, remove_during_read, 300)
 {
-	SPIN_NEED(on_p2pmem_bar(self), "the provider %s on p2pmem_bar: "
-		  "it has another driver", self->bdf);
+	SPIN_NEED(on_p2pmem_bar(self), "the provider %s on p2pmem_bar: it has another driver",
+		  self->bdf);
 	provider_goes_away(_metadata, self, true);
 }
 
@@ -832,8 +833,8 @@ TEST_F_TIMEOUT(lifecycle, unbind_with_registered_buffer, 600)
 	unsigned char *ram, *rram, *fresh;
 	char path[PATH_MAX];
 
-	SPIN_NEED(on_p2pmem_bar(self), "the provider %s on p2pmem_bar: "
-		  "it has another driver", self->bdf);
+	SPIN_NEED(on_p2pmem_bar(self), "the provider %s on p2pmem_bar: it has another driver",
+		  self->bdf);
 	scratch = open(MNT "/scratch", O_RDWR | O_CREAT | O_TRUNC, 0600);
 	ASSERT_LE(0, scratch);
 	ASSERT_EQ(0, ftruncate(scratch, FILE_SIZE));
@@ -878,7 +879,7 @@ TEST_F_TIMEOUT(lifecycle, unbind_with_registered_buffer, 600)
 			sleep_us(1000);
 		/* Into the third read, somewhere in its 250 ms. */
 		for (i = 0; i < 10000 &&
-			    !__atomic_load_n(&r.inflight, __ATOMIC_ACQUIRE); i++)
+		     !__atomic_load_n(&r.inflight, __ATOMIC_ACQUIRE); i++)
 			sleep_us(100);
 		sleep_us(xorshift64(&self->rng) % 200000);
 
@@ -932,7 +933,7 @@ TEST_F_TIMEOUT(lifecycle, unbind_with_registered_buffer, 600)
 		EXPECT_EQ(0, u.ret);
 		/* The racer goes on until it has met the provider's absence. */
 		for (i = 0; i < 200 &&
-			    !__atomic_load_n(&r.efault, __ATOMIC_ACQUIRE); i++)
+		     !__atomic_load_n(&r.efault, __ATOMIC_ACQUIRE); i++)
 			sleep_us(10000);
 		__atomic_store_n(&r.stop, true, __ATOMIC_RELEASE);
 		ASSERT_EQ(0, pthread_join(rtid, NULL));

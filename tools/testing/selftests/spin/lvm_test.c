@@ -270,11 +270,11 @@ static int lv_create(FIXTURE_DATA(lvm) *self, const char *type,
 		     const char *opts, const char *lv, const char *pvs)
 {
 	if (!strcmp(type, "thin")) {
-		if (run_cmdf(LVM " lvcreate -q -y --type thin-pool -L 64m -n pool " VG " %s >/dev/null",
-			     pvs))
+		if (run_cmdf(LVM " lvcreate -q -y --type thin-pool -L 64m -n pool " VG
+			     " %s >/dev/null", pvs))
 			return -1;
-		return run_cmdf(LVM " lvcreate -q -y --type thin -V %lum -n %s " VG "/pool >/dev/null",
-				LV_LEN / MiB, lv);
+		return run_cmdf(LVM " lvcreate -q -y --type thin -V %lum -n %s " VG
+				"/pool >/dev/null", LV_LEN / MiB, lv);
 	}
 	return run_cmdf(LVM " lvcreate -q -y %s -L %lum -n %s " VG " %s >/dev/null",
 			opts, LV_LEN / MiB, lv, pvs);
@@ -368,7 +368,7 @@ static long lv_diff_dev(FIXTURE_DATA(lvm) *self, const char *path,
  * missing, one come back) even with -q, which the console would show as
  * the kernel's.  Its output, lowercased, goes to stderr if it fails.
  */
-static int __attribute__((format(printf, 1, 2))) lvm_quiet(const char *fmt, ...)
+static int __printf(1, 2) lvm_quiet(const char *fmt, ...)
 {
 	va_list ap;
 	char *cmd;
@@ -609,7 +609,7 @@ static int lv_kname(const char *lv, char *buf, size_t len)
 		return -1;
 	ret = fgets(buf, len, p) ? 0 : -1;
 	pclose(p);
-	buf[strcspn(buf, " \n")] = '\0';
+	buf[strcspn(buf, "\n ")] = '\0';
 	return ret || !buf[0] ? -1 : 0;
 }
 
@@ -632,10 +632,13 @@ TEST_F_TIMEOUT(far, md_raid1_over_thin_far_metadata, 600)
 	ASSERT_EQ(0, run_cmdf(LVM " lvcreate -q -y -L 96m -n pool " VG " /dev/%s >/dev/null",
 			      l->ns[0]));
 	/* Its warnings (no spare, metadata wiped) would read as the kernel's. */
-	ASSERT_EQ(0, run_cmd(LVM " lvconvert -q -y --type thin-pool --poolmetadataspare n --poolmetadata " VG "/pool_meta " VG "/pool >/tmp/lvconvert.log 2>&1 || { tr A-Z a-z </tmp/lvconvert.log >&2; false; }"));
+	ASSERT_EQ(0, run_cmd(LVM
+			     " lvconvert -q -y --type thin-pool --poolmetadataspare n --poolmetadata "
+			     VG "/pool_meta " VG "/pool >/tmp/lvconvert.log 2>&1 || { "
+			     "tr A-Z a-z </tmp/lvconvert.log >&2; false; }"));
 	for (i = 0; i < 2; i++) {
-		ASSERT_EQ(0, run_cmdf(LVM " lvcreate -q -y --type thin -V %lum -n t%u " VG "/pool >/dev/null",
-				      LV_LEN / MiB, i));
+		ASSERT_EQ(0, run_cmdf(LVM " lvcreate -q -y --type thin -V %lum -n t%u " VG
+				      "/pool >/dev/null", LV_LEN / MiB, i));
 	}
 	/* The premise: the pool's metadata device is on SPINFAR0. */
 	ASSERT_EQ(0, lv_kname("pool_tmeta", tmeta, sizeof(tmeta)));
@@ -643,7 +646,9 @@ TEST_F_TIMEOUT(far, md_raid1_over_thin_far_metadata, 600)
 		  l->far);
 	ASSERT_EQ(0, access(path, F_OK)) TH_LOG("%s: %s", path,
 						strerror(errno));
-	ASSERT_EQ(0, run_cmd("mdadm --create " MD " --run --quiet --force --assume-clean --metadata=1.0 --level=1 --raid-devices=2 /dev/mapper/" VG "-t0 /dev/mapper/" VG "-t1"));
+	ASSERT_EQ(0, run_cmd("mdadm --create " MD
+			     " --run --quiet --force --assume-clean --metadata=1.0 --level=1 --raid-devices=2 /dev/mapper/"
+			     VG "-t0 /dev/mapper/" VG "-t1"));
 	ASSERT_EQ(1, dev_p2pdma(MD));
 	ASSERT_EQ(0, lv_fill(l, MD));
 

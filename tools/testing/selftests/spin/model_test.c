@@ -177,7 +177,8 @@ FIXTURE_SETUP(model)
 	char nvme_dev[SYSFS_LEN];
 	int d, wfd;
 
-	self->fd[0] = self->fd[1] = -1;
+	self->fd[0] = -1;
+	self->fd[1] = -1;
 	ASSERT_EQ(0, access(P2P_LEARN, F_OK))
 		TH_LOG("no learned model in this kernel (%s)", P2P_LEARN);
 	for (d = 0; d < 2; d++) {
@@ -899,7 +900,7 @@ TEST_F_TIMEOUT(model, throttled_drive, 180)
 	for (i = 0; i < CONVERGE; i++) {
 		for (d = 0; d < 2; d++) {
 			ASSERT_EQ(1, read_by_dma(_metadata, self, d,
-					(off_t)(i % (REGION / RSZ)) * RSZ)) {
+						 (off_t)(i % (REGION / RSZ)) * RSZ)) {
 				TH_LOG("warm-up read %d of %s copied", i,
 				       self->ns[d]);
 			}
@@ -924,7 +925,8 @@ TEST_F_TIMEOUT(model, throttled_drive, 180)
 		EXPECT_EQ(1, read_by_dma(_metadata, self, 1, off))
 			TH_LOG("read %d of the other drive copied", i);
 	}
-	TH_LOG("limited drive: first copy at read %d; learned 1 MiB %lld -> %lld ns; other drive %lld -> %lld ns",
+	TH_LOG("limited drive: first copy at read %d; "
+	       "learned 1 MiB %lld -> %lld ns; other drive %lld -> %lld ns",
 	       first_copy, before[0], learned_ns(self, 0, RSZ), before[1],
 	       learned_ns(self, 1, RSZ));
 	EXPECT_EQ(0, first_copy);
@@ -946,11 +948,11 @@ struct tenant {
 /* Wait for @t's turn to be @who (or a stop); false on a stop. */
 static bool tenant_wait(struct tenant *t, int who)
 {
-	while (__atomic_load_n(&t->turn, __ATOMIC_ACQUIRE) != who)
+	while (__atomic_load_n(&t->turn, __ATOMIC_ACQUIRE) != who) {
 		if (__atomic_load_n(&t->stop, __ATOMIC_ACQUIRE))
 			return false;
-		else
-			usleep(1000);
+		usleep(1000);
+	}
 	return true;
 }
 
@@ -1045,7 +1047,8 @@ TEST_F_TIMEOUT(model, two_tenants, 180)
 	__atomic_store_n(&t->stop, 1, __ATOMIC_RELEASE);
 	waitpid(pid, &status, 0);
 	EXPECT_EQ(0, throttle(self, 0, "max"));
-	TH_LOG("limited tenant: %d reads, %d slow (DMA at 4 MiB/s), %d fast, %d bad, error %d; this one: %d reads, %d copied; drive's 1 MiB class %lld -> %lld ns",
+	TH_LOG("limited tenant: %d reads, %d slow (DMA at 4 MiB/s), %d fast, %d bad, error %d; "
+	       "this one: %d reads, %d copied; drive's 1 MiB class %lld -> %lld ns",
 	       t->reads, t->slow, t->fast, t->bad, t->err, reads, copied, before,
 	       learned_ns(self, 0, RSZ));
 	ASSERT_EQ(0, t->err);

@@ -38,7 +38,8 @@ FIXTURE_SETUP(odirect)
 	int wfd;
 
 	router_learned_reset();	/* each case starts from defaults */
-	self->fd = self->ref_fd = -1;
+	self->fd = -1;
+	self->ref_fd = -1;
 	SPIN_NEED(!nvme_rig_ns(variant->nvme, self->ns, sizeof(self->ns)),
 		  SPIN_RIG_DRIVE_FMT, variant->nvme, variant->nvme + 1);
 	ASSERT_EQ(0, nvme_pci_dev(self->ns, self->nvme_dev,

@@ -97,8 +97,9 @@
  * $SPIN_RACE_SECS bounds the racing per variant (default 12 s, so that
  * the variants with their set-up and final checks stay well under
  * three minutes); a variant whose io_uring reads were never left in
- * flight by then races on, to three times as long, until one is.  The seed is printed; $SPIN_RACE_SEED=<seed> replays
- * each thread's sequence of operations (not their interleaving).
+ * flight by then races on, to three times as long, until one is.  The
+ * seed is printed; $SPIN_RACE_SEED=<seed> replays each thread's
+ * sequence of operations (not their interleaving).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE	/* O_DIRECT, fallocate(); lib.mk passes it too */
@@ -1259,7 +1260,8 @@ static long long final_check(struct __test_metadata *_metadata,
 		}
 		bad[v - STALE]++;
 	}
-	TH_LOG("%s: %lld lost (stale), %lld misplaced, %lld unknown words; %lld torn mixes of overlapping writes",
+	TH_LOG("%s: %lld lost (stale), %lld misplaced, %lld unknown words; "
+	       "%lld torn mixes of overlapping writes",
 	       what, bad[0], bad[1], bad[2], torn);
 	return bad[0] + bad[1] + bad[2];
 }
@@ -1639,7 +1641,8 @@ TEST_F_TIMEOUT(race, same_words, 300)
 	       o.per_how[DIRECT], o.per_how[MMAP_STORES], o.per_how[PUNCH],
 	       o.per_how[TRUNCATE], o.per_how[READ_DEV] + o.per_how[READ_URING],
 	       o.per_how[READ_URING], o.per_how[READ_RAM]);
-	TH_LOG("overlaps in time on the same words: %lld read/write pairs (%lld words; into device memory %lld pairs, %lld words), %lld routed-write/other-write pairs (%lld words)",
+	TH_LOG("overlaps in time on the same words: %lld read/write pairs (%lld words; "
+	       "into device memory %lld pairs, %lld words), %lld routed-write/other-write pairs (%lld words)",
 	       o.reads, o.read_words, o.dev_reads, o.dev_read_words, o.routed,
 	       o.routed_words);
 	for (i = 0; i < NR_STATS; i++)

@@ -257,7 +257,8 @@ FIXTURE_SETUP(readahead)
 {
 	int wfd, ret;
 
-	self->fd = self->ref_fd = -1;
+	self->fd = -1;
+	self->ref_fd = -1;
 	/* Kernel features the rig's config turns on: missing is a failure. */
 	ASSERT_EQ(0, access(P2P_ROUTER, F_OK))
 		TH_LOG("no P2P router in this kernel (%s)", P2P_ROUTER);
@@ -1578,7 +1579,8 @@ TEST_F_TIMEOUT(readahead, thp_collapse, 300)
 	/* Drop the file: caches, then the file system. */
 	close(self->fd);
 	close(self->ref_fd);
-	self->fd = self->ref_fd = -1;
+	self->fd = -1;
+	self->ref_fd = -1;
 	stats_read(&before);
 	ASSERT_EQ(0, drop_caches());
 	ASSERT_EQ(0, umount2(MNT, 0)) TH_LOG("umount: %s", strerror(errno));

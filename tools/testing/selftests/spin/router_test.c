@@ -183,7 +183,8 @@ FIXTURE_SETUP(router)
 	char members[512] = "";
 	int i, wfd, ret;
 
-	self->fd = self->ref_fd = -1;
+	self->fd = -1;
+	self->ref_fd = -1;
 	ASSERT_EQ(0, access(P2P_ROUTER, F_OK))
 		TH_LOG("no P2P router in this kernel (%s)", P2P_ROUTER);
 	ASSERT_TRUE(stats_readable());
@@ -1035,7 +1036,8 @@ TEST_F_TIMEOUT(router, p2p_write_append_dsync, 180)
 
 	ASSERT_EQ(0, close(self->fd));
 	ASSERT_EQ(0, close(self->ref_fd));
-	self->fd = self->ref_fd = -1;
+	self->fd = -1;
+	self->ref_fd = -1;
 	ASSERT_EQ(0, power_cut_remount(variant->fs, self->blk, MNT));
 	self->ref_fd = open(self->path, O_RDONLY);
 	ASSERT_LE(0, self->ref_fd);
@@ -2253,7 +2255,6 @@ TEST_F_TIMEOUT(router, uring_read_cur_pos, 180)
 	io_uring_queue_exit(&ring);
 }
 
-
 /*
  * The in-kernel bio_vec read, as AMD's hipFile path issues it without
  * O_DIRECT, of READ_LEN with none, every other 64 KiB and all of it
@@ -2261,7 +2262,7 @@ TEST_F_TIMEOUT(router, uring_read_cur_pos, 180)
  * the DMAs add up to the read, and every byte is right.
  */
 static void gpu_bvec_read_on(struct __test_metadata *_metadata,
-			FIXTURE_DATA(router) *self, struct gpu *gpu)
+			     FIXTURE_DATA(router) *self, struct gpu *gpu)
 {
 	static const unsigned int pct[] = { 0, 50, 100 };
 	const long long len = READ_LEN;
@@ -2312,7 +2313,7 @@ TEST_F_TIMEOUT(router, gpu_bvec_read, 180)
  * file reads back the new bytes warm and cold, its neighbours keep theirs.
  */
 static void gpu_bvec_write_on(struct __test_metadata *_metadata,
-			FIXTURE_DATA(router) *self, struct gpu *gpu)
+			      FIXTURE_DATA(router) *self, struct gpu *gpu)
 {
 	const uint64_t seed = self->seed ^ 0x69a;
 	const long long len = 4 * MiB, pos = 2 * MiB + 512;
@@ -2359,7 +2360,7 @@ TEST_F_TIMEOUT(router, gpu_bvec_write, 180)
  * be right, read and written.
  */
 static void gpu_bvec_unaligned_on(struct __test_metadata *_metadata,
-			FIXTURE_DATA(router) *self, struct gpu *gpu)
+				  FIXTURE_DATA(router) *self, struct gpu *gpu)
 {
 	const uint64_t seed = self->seed ^ 0x5b1;
 	const long long len = 2 * MiB + 333, pos = 5 * MiB + 7;
@@ -2411,7 +2412,7 @@ TEST_F_TIMEOUT(router, gpu_bvec_unaligned, 180)
  * is never called twice (the driver answers EPROTO).
  */
 static void gpu_bvec_async_on(struct __test_metadata *_metadata,
-			FIXTURE_DATA(router) *self, struct gpu *gpu)
+			      FIXTURE_DATA(router) *self, struct gpu *gpu)
 {
 	const long long len = 4 * MiB, pos = 4 * MiB;
 	struct router_stats before, d;
@@ -2494,7 +2495,7 @@ TEST_F_TIMEOUT(router, gpu_bvec_async, 180)
  * half copied through the page cache, read and written, every byte right.
  */
 static void gpu_bvec_ram_tail_on(struct __test_metadata *_metadata,
-			FIXTURE_DATA(router) *self, struct gpu *gpu)
+				 FIXTURE_DATA(router) *self, struct gpu *gpu)
 {
 	const uint64_t seed = self->seed ^ 0x7a1;
 	const long long len = 4 * MiB, pos = 4 * MiB;
@@ -2544,7 +2545,7 @@ TEST_F_TIMEOUT(router, gpu_bvec_ram_tail, 180)
  * (IOCB_DIRECT): not the router's, and the bytes are right.
  */
 static void gpu_bvec_odirect_on(struct __test_metadata *_metadata,
-			FIXTURE_DATA(router) *self, struct gpu *gpu)
+				FIXTURE_DATA(router) *self, struct gpu *gpu)
 {
 	const long long len = 2 * MiB;
 	struct router_stats before, d;
@@ -2573,7 +2574,7 @@ TEST_F_TIMEOUT(router, gpu_bvec_odirect, 180)
 
 /* pread() and pwrite() into and from the driver's own mapping. */
 static void gpu_mmap_rw_on(struct __test_metadata *_metadata,
-			FIXTURE_DATA(router) *self, struct gpu *gpu)
+			   FIXTURE_DATA(router) *self, struct gpu *gpu)
 {
 	const uint64_t seed = self->seed ^ 0x3a9;
 	const long long len = 4 * MiB, pos = 8 * MiB;
@@ -2749,8 +2750,8 @@ TEST_F_TIMEOUT(router, gpu_unbind_own_memory, 300)
 		if (strchr(de->d_name, ':'))
 			snprintf(bdf, sizeof(bdf), "%s", de->d_name);
 	closedir(dir);
-	SPIN_NEED(bdf[0], "the \"gpu\" memory (a device bound to "
-		  "test_p2pdma): none in %s", GPU_DRV);
+	SPIN_NEED(bdf[0], "the \"gpu\" memory (a device bound to test_p2pdma): none in %s",
+		  GPU_DRV);
 
 	gpu_open_mode(_metadata, &uvm, TEST_P2PDMA_UVM);
 	gpu_open_mode(_metadata, &ais, TEST_P2PDMA_AIS);

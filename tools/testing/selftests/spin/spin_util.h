@@ -38,6 +38,8 @@
 #include <sys/wait.h>
 #include <linux/loop.h>
 
+#include "../kselftest.h"
+
 #define SPIN_RIG_SERIAL	"SPINRIG"
 #define PCI_DEVICES	"/sys/bus/pci/devices"
 #define KiB		1024UL
@@ -123,7 +125,7 @@ static inline int router_learned_reset(void)
 	int ret = 0;
 	glob_t g;
 
-	for (i = 0; i < sizeof(globs) / sizeof(globs[0]); i++) {
+	for (i = 0; i < ARRAY_SIZE(globs); i++) {
 		if (glob(globs[i], 0, NULL, &g))
 			continue;
 		for (j = 0; j < g.gl_pathc; j++)
@@ -427,7 +429,7 @@ static inline int write_pattern(int fd, size_t size, uint64_t seed)
  * vsnprintf() into a buffer of the right size: never cut short.  free()
  * it; NULL, after a message on stderr, when there is no memory.
  */
-static inline char *__attribute__((format(printf, 1, 0)))
+static inline char *__printf(1, 0)
 str_vprintf(const char *fmt, va_list ap)
 {
 	va_list aq;
@@ -447,7 +449,7 @@ str_vprintf(const char *fmt, va_list ap)
 }
 
 /* str_vprintf() of the arguments. */
-static inline char *__attribute__((format(printf, 1, 2)))
+static inline char *__printf(1, 2)
 str_printf(const char *fmt, ...)
 {
 	va_list ap;
@@ -465,7 +467,7 @@ str_printf(const char *fmt, ...)
  * it is reported on stderr and the test aborts rather than go on with
  * half of it.  Returns the length.
  */
-static inline int __attribute__((format(printf, 3, 4)))
+static inline int __printf(3, 4)
 xsnprintf(char *buf, size_t len, const char *fmt, ...)
 {
 	va_list ap;
@@ -487,7 +489,7 @@ xsnprintf(char *buf, size_t len, const char *fmt, ...)
  * shows up as TAP diagnostics and does not break the TAP stream.  The
  * command may be of any length; -1 when it cannot be run at all.
  */
-static inline int __attribute__((format(printf, 1, 2)))
+static inline int __printf(1, 2)
 run_cmdf(const char *fmt, ...)
 {
 	char *cmd, *buf;
@@ -523,9 +525,9 @@ static inline int run_cmd(const char *cmd)
 static inline void dm_remove_spin(void)
 {
 	run_cmd("while n=$(dmsetup ls 2>/dev/null | awk '$1 ~ /^spin/ { print $1 }'); "
-		"[ -n \"$n\" ]; do p=0; for d in $n; do "
-		"dmsetup remove --noudevsync \"$d\" 2>/dev/null && p=1; done; "
-		"[ $p = 1 ] || break; done");
+		"[ -n \"$n\" ]; do p=0; "
+		"for d in $n; do dmsetup remove --noudevsync \"$d\" 2>/dev/null && p=1; "
+		"done; [ $p = 1 ] || break; done");
 }
 
 /*
@@ -650,7 +652,7 @@ static inline int test_p2pdma_driver(void)
  * first: "--level=%d".  @members gets " /dev/nvme0n1 /dev/nvme1n1" (and
  * " @extra") for messages.  Returns run_cmd()'s status.
  */
-static inline int __attribute__((format(printf, 7, 8)))
+static inline int __printf(7, 8)
 md_create(const char *md, int n, char ns[][NAME_MAX + 1], const char *extra,
 	  char *members, size_t len, const char *opts, ...)
 {

@@ -157,7 +157,8 @@ FIXTURE_SETUP(stack)
 	} else if (!strcmp(variant->level, "striped")) {
 		/* 64 KiB chunks over the members */
 		xsnprintf(cmd, sizeof(cmd),
-			  "dmsetup create --noudevsync " DM_NAME " --table '0 %lu striped %d 128 /dev/%s 0 /dev/%s 0'",
+			  "dmsetup create --noudevsync " DM_NAME
+			  " --table '0 %lu striped %d 128 /dev/%s 0 /dev/%s 0'",
 			  2 * 1024 * MiB / 512 * 1, n, self->nvme[0], self->nvme[1]);
 		ASSERT_EQ(0, run_cmd(cmd));
 		snprintf(self->dev, sizeof(self->dev), "%s", DM);
@@ -172,7 +173,8 @@ FIXTURE_SETUP(stack)
 			second = second_dev;
 		}
 		xsnprintf(cmd, sizeof(cmd),
-			  "printf '0 8192 linear /dev/%s 0\\n8192 1048576 linear %s 8192\\n' | dmsetup create --noudevsync " DM_NAME,
+			  "printf '0 8192 linear /dev/%s 0\\n"
+			  "8192 1048576 linear %s 8192\\n' | dmsetup create --noudevsync " DM_NAME,
 			  self->nvme[0], second);
 		ASSERT_EQ(0, run_cmd(cmd));
 		snprintf(self->dev, sizeof(self->dev), "%s", DM);
@@ -623,7 +625,9 @@ TEST_F_TIMEOUT(stack, member_failure, 450)
 	ASSERT_EQ(0, sysfs_write(MD_SYS "/sync_speed_max", "1000"));
 	ASSERT_EQ(0, sysfs_write(MD_SYS "/sync_speed_min", "1000"));
 	xsnprintf(cmd, sizeof(cmd),
-		  "mdadm --quiet " MD " --remove /dev/%s && mdadm --zero-superblock /dev/%s && mdadm --quiet " MD " --add /dev/%s",
+		  "mdadm --quiet " MD
+		  " --remove /dev/%s && mdadm --zero-superblock /dev/%s && mdadm --quiet " MD
+		  " --add /dev/%s",
 		  self->nvme[1], self->nvme[1], self->nvme[1]);
 	ASSERT_EQ(0, run_cmd(cmd));
 
@@ -783,7 +787,9 @@ FIXTURE_SETUP(failfast)
 	       (unsigned long long)self->seed);
 
 	xsnprintf(cmd, sizeof(cmd),
-		  "mdadm --zero-superblock /dev/%s /dev/%s 2>/dev/null; mdadm --create " MD " --run --quiet --force --assume-clean --level=%s%s --raid-devices=2 --size=" MIRROR_SIZE_KB " --failfast /dev/%s /dev/%s",
+		  "mdadm --zero-superblock /dev/%s /dev/%s 2>/dev/null; mdadm --create " MD
+		  " --run --quiet --force --assume-clean --level=%s%s --raid-devices=2 --size="
+		  MIRROR_SIZE_KB " --failfast /dev/%s /dev/%s",
 		  self->nvme[0], self->nvme[1], variant->level, variant->layout,
 		  self->nvme[0], self->nvme[1]);
 	ASSERT_EQ(0, run_cmd(cmd));
@@ -1124,13 +1130,16 @@ static int sw_make(FIXTURE_DATA(stack_swap) *self, bool md, char *path, size_t l
 	if (md) {
 		md_stop_ours(MD);
 		xsnprintf(cmd, sizeof(cmd),
-			  "mdadm --zero-superblock /dev/%s /dev/%s 2>/dev/null; mdadm --create " MD " --run --quiet --force --assume-clean --level=1 --raid-devices=2 --size=" MIRROR_SIZE_KB " /dev/%s /dev/%s",
+			  "mdadm --zero-superblock /dev/%s /dev/%s 2>/dev/null; mdadm --create " MD
+			  " --run --quiet --force --assume-clean --level=1 --raid-devices=2 --size="
+			  MIRROR_SIZE_KB " /dev/%s /dev/%s",
 			  self->nvme[0], self->nvme[1], self->nvme[0],
 			  self->nvme[1]);
 		snprintf(path, len, "%s", MD);
 	} else {
 		xsnprintf(cmd, sizeof(cmd),
-			  "dmsetup create --noudevsync " DM_NAME " --table '0 %lu linear /dev/%s 0'",
+			  "dmsetup create --noudevsync " DM_NAME
+			  " --table '0 %lu linear /dev/%s 0'",
 			  SW_SECTORS, self->nvme[0]);
 		snprintf(path, len, "%s", DM);
 	}
@@ -1223,8 +1232,8 @@ TEST_F_TIMEOUT(stack_swap, reads_across_swaps, 300)
 		ASSERT_EQ(0, sw_readers_start(self, path, round));
 		usleep(300000);
 		for (k = 0; !swap_ret && (k < swaps ||
-		     (k < max_swaps &&
-		      router_stat("fallback_eremoteio") == eremote0)); k++) {
+					  (k < max_swaps &&
+					   router_stat("fallback_eremoteio") == eremote0)); k++) {
 			swap_ret = sw_swap(self, variant->md, k);
 			usleep(300000);
 		}
@@ -1275,7 +1284,8 @@ TEST_F_TIMEOUT(stack_swap, reads_across_swaps, 300)
 	TH_LOG("%ld reads: %ld drive's data, %ld zeros, %ld both, %ld short, %ld errors (%ld EREMOTEIO), %ld across a swap, %ld bad",
 	       reads, drive, zero, mixed, shortr, errors, remoteio, straddled,
 	       bad);
-	TH_LOG("router: %d rounds, p2p_segments +%lld, p2p_bytes +%lld, fallback_eremoteio +%lld; pci_p2pdma after the swap %lld",
+	TH_LOG("router: %d rounds, p2p_segments +%lld, p2p_bytes +%lld, fallback_eremoteio +%lld; "
+	       "pci_p2pdma after the swap %lld",
 	       round, seg, bytes, eremote, flag_after);
 	ASSERT_EQ(0, bad);
 	/* The premise: P2P reads ran, some of them while a swap went on. */
@@ -1338,7 +1348,11 @@ TEST_F_TIMEOUT(global, dust_member_errors, 300)
 
 	/* dust with 4 KiB blocks over the first drive, mirrored with the second */
 	xsnprintf(cmd, sizeof(cmd),
-		  "dmsetup create --noudevsync " DM_NAME " --table \"0 $(blockdev --getsz /dev/%s) dust /dev/%s 0 4096\" && mdadm --zero-superblock /dev/%s 2>/dev/null; mdadm --create " MD " --run --quiet --force --assume-clean --level=1 --raid-devices=2 " DM " --write-mostly /dev/%s",
+		  "dmsetup create --noudevsync " DM_NAME
+		  " --table \"0 $(blockdev --getsz /dev/%s) dust /dev/%s 0 4096\" && mdadm --zero-superblock /dev/%s 2>/dev/null; "
+		  "mdadm --create " MD
+		  " --run --quiet --force --assume-clean --level=1 --raid-devices=2 " DM
+		  " --write-mostly /dev/%s",
 		  ns0, ns0, ns1, ns1);
 	ASSERT_EQ(0, run_cmd(cmd));
 	ASSERT_EQ(1, queue_p2p(DM));
@@ -1358,7 +1372,8 @@ TEST_F_TIMEOUT(global, dust_member_errors, 300)
 	ASSERT_LE(0, data_off);
 	bad = (data_off * 512 + 400 * KiB) / (4 * KiB);
 	xsnprintf(cmd, sizeof(cmd),
-		  "for b in %lld %lld %lld %lld; do dmsetup message " DM_NAME " 0 addbadblock $b; done && dmsetup message " DM_NAME " 0 enable",
+		  "for b in %lld %lld %lld %lld; do dmsetup message " DM_NAME
+		  " 0 addbadblock $b; done && dmsetup message " DM_NAME " 0 enable",
 		  bad, bad + 1, bad + 2, bad + 3);
 	ASSERT_EQ(0, run_cmd(cmd));
 
@@ -1388,7 +1403,10 @@ TEST_F_TIMEOUT(global, dust_member_errors, 300)
 	/* The dust device on its own: EIO for the bad range, never wrong bytes. */
 	teardown_stacks(NULL);
 	xsnprintf(cmd, sizeof(cmd),
-		  "dmsetup create --noudevsync " DM_NAME " --table \"0 $(blockdev --getsz /dev/%s) dust /dev/%s 0 4096\" && for b in 100 101 102 103; do dmsetup message " DM_NAME " 0 addbadblock $b; done && dmsetup message " DM_NAME " 0 enable",
+		  "dmsetup create --noudevsync " DM_NAME
+		  " --table \"0 $(blockdev --getsz /dev/%s) dust /dev/%s 0 4096\" && for b in 100 101 102 103; "
+		  "do dmsetup message " DM_NAME " 0 addbadblock $b; "
+		  "done && dmsetup message " DM_NAME " 0 enable",
 		  ns0, ns0);
 	ASSERT_EQ(0, run_cmd(cmd));
 	fd = open(DM, O_RDONLY | O_DIRECT);
@@ -1427,7 +1445,8 @@ TEST_F_TIMEOUT(global, flag_follows_members, 300)
 	ASSERT_EQ(0, loop_attach(LOOP_FILE, loop, sizeof(loop)));
 
 	xsnprintf(cmd, sizeof(cmd),
-		  "mdadm --zero-superblock /dev/%s /dev/%s 2>/dev/null; mdadm --create " MD " --run --quiet --force --level=linear --raid-devices=2 /dev/%s /dev/%s",
+		  "mdadm --zero-superblock /dev/%s /dev/%s 2>/dev/null; mdadm --create " MD
+		  " --run --quiet --force --level=linear --raid-devices=2 /dev/%s /dev/%s",
 		  ns0, ns1, ns0, ns1);
 	ASSERT_EQ(0, run_cmd(cmd));
 	ASSERT_EQ(1, queue_p2p(MD));
@@ -1442,17 +1461,20 @@ TEST_F_TIMEOUT(global, flag_follows_members, 300)
 	ASSERT_EQ(0, run_cmd(cmd));
 	ASSERT_EQ(1, queue_p2p(DM));
 	xsnprintf(cmd, sizeof(cmd),
-		  "dmsetup reload " DM_NAME " --table '0 8192 linear %s 0' && dmsetup resume --noudevsync " DM_NAME,
+		  "dmsetup reload " DM_NAME
+		  " --table '0 8192 linear %s 0' && dmsetup resume --noudevsync " DM_NAME,
 		  loop);
 	ASSERT_EQ(0, run_cmd(cmd));
 	ASSERT_EQ(0, queue_p2p(DM));
 	xsnprintf(cmd, sizeof(cmd),
-		  "dmsetup reload " DM_NAME " --table '0 8192 linear /dev/%s 0' && dmsetup resume --noudevsync " DM_NAME,
+		  "dmsetup reload " DM_NAME
+		  " --table '0 8192 linear /dev/%s 0' && dmsetup resume --noudevsync " DM_NAME,
 		  ns1);
 	ASSERT_EQ(0, run_cmd(cmd));
 	ASSERT_EQ(1, queue_p2p(DM));
 	/* dm-zero fills with the CPU: never */
-	ASSERT_EQ(0, run_cmd("dmsetup reload " DM_NAME " --table '0 8192 zero' && dmsetup resume --noudevsync " DM_NAME));
+	ASSERT_EQ(0, run_cmd("dmsetup reload " DM_NAME
+			     " --table '0 8192 zero' && dmsetup resume --noudevsync " DM_NAME));
 	ASSERT_EQ(0, queue_p2p(DM));
 	teardown_stacks(loop);
 }
@@ -1476,14 +1498,16 @@ static int holder_stack(const char *ns)
 			"dmsetup create --noudevsync spin-h1 --table '0 65536 linear /dev/%s 65536' && "
 			"dmsetup create --noudevsync spin-h2 --table '0 65536 linear /dev/mapper/spin-h0 0' && "
 			"dmsetup mknodes && "
-			"mdadm --create " MD " --run --quiet --force --level=0 --raid-devices=2 /dev/mapper/spin-h1 /dev/mapper/spin-h2",
+			"mdadm --create " MD
+			" --run --quiet --force --level=0 --raid-devices=2 /dev/mapper/spin-h1 /dev/mapper/spin-h2",
 			ns, ns);
 }
 
 /* Take it down again: md drops two members, dm three devices it holds. */
 static int holder_unstack(void)
 {
-	return run_cmd("mdadm --stop " MD " && mdadm --zero-superblock /dev/mapper/spin-h1 /dev/mapper/spin-h2 && "
+	return run_cmd("mdadm --stop " MD
+		       " && mdadm --zero-superblock /dev/mapper/spin-h1 /dev/mapper/spin-h2 && "
 		       "dmsetup remove --noudevsync spin-h2 && "
 		       "dmsetup remove --noudevsync spin-h1 && dmsetup remove --noudevsync spin-h0");
 }
@@ -1560,7 +1584,8 @@ TEST_F_TIMEOUT(global, holder_unlink_no_grace_period, 300)
 	ASSERT_NE(NULL, trace);
 	EXPECT_EQ(0, ret);
 	syncs = count_str(trace, "<stack trace>");
-	TH_LOG("%d holder unlinks; %d grace periods waited for, %d of them in bd_unlink_disk_holder()",
+	TH_LOG("%d holder unlinks; "
+	       "%d grace periods waited for, %d of them in bd_unlink_disk_holder()",
 	       unlinks, syncs, count_str(trace, "=> bd_unlink_disk_holder"));
 	EXPECT_LE(5, unlinks);
 	/* md waits for one as it kicks a member: the tracer sees it. */
@@ -1761,8 +1786,9 @@ static int mir_create(struct mir *m, bool far, bool resync, const char *opts,
 		if (m->dm_legs) {
 			xsnprintf(cmd, sizeof(cmd), "/sys/block/%s/size", ns);
 			if (sysfs_read_ll(cmd, &sectors) ||
-			    run_cmdf("dmsetup create --noudevsync " MIR_DM_LEG "%d --table '0 %lld linear /dev/%s 0' && dmsetup mknodes " MIR_DM_LEG "%d",
-				     i, sectors, ns, i))
+			    run_cmdf("dmsetup create --noudevsync " MIR_DM_LEG
+				     "%d --table '0 %lld linear /dev/%s 0' && dmsetup mknodes "
+				     MIR_DM_LEG "%d", i, sectors, ns, i))
 				return -EIO;
 			snprintf(m->legs[i], sizeof(m->legs[i]),
 				 "/dev/mapper/" MIR_DM_LEG "%d", i);
@@ -1775,7 +1801,9 @@ static int mir_create(struct mir *m, bool far, bool resync, const char *opts,
 		run_cmd(cmd);
 	}
 	xsnprintf(cmd, sizeof(cmd),
-		  "mdadm --create " MD " --run --quiet --force --level=%s --raid-devices=%d --size=" MIRROR_SIZE_KB " %s%s",
+		  "mdadm --create " MD
+		  " --run --quiet --force --level=%s --raid-devices=%d --size="
+		  MIRROR_SIZE_KB " %s%s",
 		  m->raid10 ? "10 --layout=n2" : "1", m->nlegs, opts, list);
 	ret = run_cmd(cmd);
 	if (ret)
@@ -1839,7 +1867,6 @@ static long mir_diff(struct mir *m)
 		return -3;
 	return first_diff(m->buf, m->model, MIR_REGION);
 }
-
 
 /*
  * Every leg holds the model: stop md0, assemble it read-only from each
@@ -2159,7 +2186,8 @@ TEST_F_TIMEOUT(mirror, fail_mid_write, 600)
 	EXPECT_EQ(0, sysfs_write(MD_SYS "/sync_speed_min", "5000"));
 	w.action = "recover";
 	xsnprintf(cmd, sizeof(cmd),
-		  "mdadm --quiet " MD " --remove %s && mdadm --zero-superblock %s && mdadm --quiet " MD " --add %s",
+		  "mdadm --quiet " MD
+		  " --remove %s && mdadm --zero-superblock %s && mdadm --quiet " MD " --add %s",
 		  m->legs[1], m->legs[1], m->legs[1]);
 	EXPECT_EQ(0, run_cmd(cmd));
 	md_wait_action("idle", true, 600, &w.during);
@@ -2370,9 +2398,10 @@ TEST_F_TIMEOUT(global, mirror_reload_leg_during_writes, 900)
 			const char *table = round % 2 ? "linear" : "delay";
 
 			xsnprintf(cmd, sizeof(cmd),
-				  "dmsetup suspend --noudevsync " MIR_DM_LEG "1 && sleep 0.1 && "
-				  "dmsetup reload " MIR_DM_LEG "1 --table '0 %lld %s /dev/%s 0%s' && "
-				  "dmsetup resume --noudevsync " MIR_DM_LEG "1",
+				  "dmsetup suspend --noudevsync " MIR_DM_LEG
+				  "1 && sleep 0.1 && dmsetup reload " MIR_DM_LEG
+				  "1 --table '0 %lld %s /dev/%s 0%s' && dmsetup resume --noudevsync "
+				  MIR_DM_LEG "1",
 				  sectors, table, m.nvme[1],
 				  round % 2 ? "" : " 0");
 			EXPECT_EQ(0, run_cmd(cmd));
@@ -2390,8 +2419,9 @@ TEST_F_TIMEOUT(global, mirror_reload_leg_during_writes, 900)
 		}
 		/* The leg ends as it began: linear. */
 		if (round % 2)
-			EXPECT_EQ(0, run_cmdf("dmsetup reload " MIR_DM_LEG "1 --table '0 %lld linear /dev/%s 0' && dmsetup resume --noudevsync " MIR_DM_LEG "1",
-					      sectors, m.nvme[1]));
+			EXPECT_EQ(0, run_cmdf("dmsetup reload " MIR_DM_LEG
+					      "1 --table '0 %lld linear /dev/%s 0' && dmsetup resume --noudevsync "
+					      MIR_DM_LEG "1", sectors, m.nvme[1]));
 		mir_writer_stop(&w);
 		/* Stop, read, then drop the tracer, which empties the buffer. */
 		ASSERT_EQ(0, sysfs_write(TRACEFS "/tracing_on", "0"));
@@ -2448,7 +2478,8 @@ TEST_F_TIMEOUT(global, raid10_reshape_during_writes, 900)
 	EXPECT_EQ(0, sysfs_write(MD_SYS "/sync_speed_max", "3000"));
 	EXPECT_EQ(0, sysfs_write(MD_SYS "/sync_speed_min", "3000"));
 	xsnprintf(cmd, sizeof(cmd),
-		  "mdadm --zero-superblock /dev/%s 2>/dev/null; mdadm --quiet " MD " --add /dev/%s && mdadm --grow " MD " --raid-devices=3",
+		  "mdadm --zero-superblock /dev/%s 2>/dev/null; mdadm --quiet " MD
+		  " --add /dev/%s && mdadm --grow " MD " --raid-devices=3",
 		  m.nvme[2], m.nvme[2]);
 	EXPECT_EQ(0, run_cmd(cmd));
 	md_wait_action("idle", true, 600, &w.during);

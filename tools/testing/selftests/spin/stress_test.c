@@ -222,7 +222,7 @@ static void op_fadvise(struct worker *w)
 		POSIX_FADV_NOREUSE, POSIX_FADV_WILLNEED, POSIX_FADV_DONTNEED,
 	};
 	size_t len = io_len(w, w->hi - w->lo), off = io_off(w, len);
-	int a = advice[rnd(w, sizeof(advice) / sizeof(advice[0]))];
+	int a = advice[rnd(w, ARRAY_SIZE(advice))];
 
 	/* Advice on the whole file affects the whole open file. */
 	if (posix_fadvise(w->fd, rnd(w, 4) ? off : 0, rnd(w, 4) ? len : 0, a))
@@ -305,6 +305,7 @@ FIXTURE_VARIANT_ADD(stress, ext4) { .fs = "ext4", .nvme = 1, .members = 1 };
 FIXTURE_VARIANT_ADD(stress, raid0_xfs) {
 	.fs = "xfs", .nvme = 0, .members = 2, .level = 0
 };
+
 FIXTURE_VARIANT_ADD(stress, raid1_ext4) {
 	.fs = "ext4", .nvme = 1, .members = 2, .level = 1
 };
@@ -393,7 +394,7 @@ TEST_F_TIMEOUT(stress, random_ops, 600)
 	/* Writer first: glibc's default would starve the truncations. */
 	ASSERT_EQ(0, pthread_rwlockattr_init(&attr));
 	ASSERT_EQ(0, pthread_rwlockattr_setkind_np(&attr,
-			PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP));
+						   PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP));
 	ASSERT_EQ(0, pthread_rwlock_init(&s.lock, &attr));
 	routed0 = router_stat("routed_reads");
 	ra0 = router_stat("ra_reads");

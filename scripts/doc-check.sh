@@ -20,7 +20,7 @@ and are not checked) for what goes stale:
   - a patch number ("patch 0040", "0049-0055", "0027"): the series is
     renumbered as it is folded, so patches are named by subject;
   - a count of patches or test cases ("76 patches", "553 cases"): those
-    live in patches/series and tools/testing/selftests/spin/case-counts.
+    live in patches/series and tests/case-counts.
 
 Prints each hit as FILE:LINE: TEXT and exits 1 if there is any.
 'make test' runs it first.

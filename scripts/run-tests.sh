@@ -17,11 +17,10 @@ the spin suite and writes TAP to the second serial port.  Then:
   - ends with 'N passed, N failed, N skipped, N xfail',
   - exits non-zero if any test failed, a test program failed, skipped
     or timed out, a program that ran (all of them, unless --ksft names
-    some with -t) reported fewer or more cases than
-    tools/testing/selftests/spin/case-counts says, a test case skipped
-    for a reason that is not in the allow-list
-    (tools/testing/selftests/spin/skip-allowlist: test name, skip
-    reason and why), an XFAIL names no issue ("#NN") in its
+    some with -t) reported fewer or more cases than tests/case-counts
+    says, a test case skipped for a reason that is not in the
+    allow-list (tests/skip-allowlist: test name, skip reason and
+    why), an XFAIL names no issue ("#NN") in its
     message, a test passed that was marked XFAIL (XPASS), the guest did
     not run the suite in strict mode (SPIN_STRICT=1, which
     scripts/guest-init sets: a test that does not find the rig hardware
@@ -44,8 +43,8 @@ USAGE
 }
 
 top=$(cd "$(dirname "$0")/.." && pwd)
-allow=tools/testing/selftests/spin/skip-allowlist
-counts=tools/testing/selftests/spin/case-counts
+allow=tests/skip-allowlist
+counts=tests/case-counts
 timeout=2400 judge="" name="" rig=()
 while [ $# -gt 0 ]; do
 	case "$1" in

@@ -18,6 +18,9 @@ Idempotent:
   - patches/ changed and the tree has no local  -> reset to spin-base
     work since the last apply                      and apply again;
   - the tree has commits not exported yet       -> refuse (make export).
+Resetting also removes tools/testing/selftests/spin/ that trees made
+before the selftests were patches of the series hold untracked (and
+its line in .git/info/exclude), so that the patches can add it.
 
 If a patch does not apply, the script names the base it tried, the base
 the series was last exported against (patches/BASE) and the patch.
@@ -81,9 +84,6 @@ extract() {
 		git commit -q -m "linux-source-6.12 $pkgver (Debian)" \
 		-m "Debian's top-level .gitignore block that ignores everything is dropped."
 	git tag spin-base
-	# scripts/selftests.sh copies the suite in here to build it; it is
-	# not part of the kernel commits.
-	echo "tools/testing/selftests/spin/" >>"$tree/.git/info/exclude"
 	echo "$pkgver" >"$tree/.git/spin-base-version"
 }
 
@@ -109,5 +109,11 @@ if [ "$(cat "$tree/.git/spin-base-version" 2>/dev/null)" != "$pkgver" ]; then
 	extract
 else
 	git reset -q --hard spin-base
+	# A tree made when the selftests were not yet patches of the series
+	# holds an untracked copy of them, hidden by info/exclude: it would
+	# stop 'git am' from adding the directory.  Nothing of spin-base is
+	# there.
+	sed -i '\#^tools/testing/selftests/spin/$#d' "$tree/.git/info/exclude"
+	rm -rf "$tree/tools/testing/selftests/spin"
 fi
 apply_series

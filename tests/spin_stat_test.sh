@@ -29,6 +29,12 @@
 # none has the rig's size, is one that spin-stat says reaches the first
 # of them.  Needs root; the md case writes superblocks to the first two
 # drives.
+#
+# It tests this project's tool, not the kernel, so it is not a patch of
+# the series: scripts/selftests.sh installs it into the spin/ directory
+# of the installed kselftests and lists it in kselftest-list.txt before
+# lifecycle_test.sh, which removes the provider it looks at.  It runs
+# from there (it sources ../kselftest/ktap_helpers.sh), not from tests/.
 
 DIR=$(dirname "$(readlink -f "$0")")
 # shellcheck source=/dev/null
